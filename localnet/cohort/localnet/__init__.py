@@ -1,0 +1,1 @@
+"""cohort.localnet — a LiteSVM-backed Solana validator behind the standard JSON-RPC and pubsub API."""

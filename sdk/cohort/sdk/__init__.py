@@ -1,0 +1,1 @@
+"""cohort.sdk — the Python SDK and `cohort` CLI: wallets, deploy, create and steer runs, query status."""
