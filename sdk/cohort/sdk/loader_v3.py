@@ -1,0 +1,156 @@
+"""Instructions of the upgradeable BPF loader (loader v3), the path `solana program deploy` takes.
+
+Neither solders nor solana-py ships builders for them. The instruction data is bincode: a u32 tag then the
+fields. Deploying is three kinds of transaction: create + initialize a buffer, write the ELF into it in chunks
+that fit one packet, then create the program account and `DeployWithMaxDataLen` (or `Upgrade` an existing one).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from solders.hash import Hash
+from solders.instruction import AccountMeta, Instruction
+from solders.message import Message
+from solders.pubkey import Pubkey
+from solders.signature import Signature
+from solders.system_program import CreateAccountParams, create_account
+from solders.sysvar import CLOCK, RENT
+from solders.transaction import Transaction
+
+LOADER_V3 = Pubkey.from_string("BPFLoaderUpgradeab1e11111111111111111111111")
+SYSTEM_PROGRAM = Pubkey.from_string("11111111111111111111111111111111")
+
+BUFFER_HEADER = 37  # u32 tag 1 | Option<Pubkey> authority
+PROGRAM_SIZE = 36  # u32 tag 2 | programdata address
+PROGRAMDATA_HEADER = 45  # u32 tag 3 | u64 deploy slot | Option<Pubkey> authority
+MAX_PACKET = 1232  # bytes of one serialized transaction
+
+_INITIALIZE_BUFFER, _WRITE, _DEPLOY_WITH_MAX_DATA_LEN, _UPGRADE = 0, 1, 2, 3
+_SET_AUTHORITY, _CLOSE = 4, 5
+
+
+def programdata_address(program_id: Pubkey) -> Pubkey:
+    """The PDA that holds a program's ELF: seeds [program_id] under the loader."""
+    return Pubkey.find_program_address([bytes(program_id)], LOADER_V3)[0]
+
+
+def create_buffer(
+    payer: Pubkey, buffer: Pubkey, authority: Pubkey, elf_len: int, lamports: int
+) -> list[Instruction]:
+    """System create-account sized for the ELF, then InitializeBuffer with its write authority."""
+    space = BUFFER_HEADER + elf_len
+    return [
+        create_account(
+            CreateAccountParams(
+                from_pubkey=payer, to_pubkey=buffer, lamports=lamports, space=space, owner=LOADER_V3
+            )
+        ),
+        Instruction(
+            LOADER_V3,
+            struct.pack("<I", _INITIALIZE_BUFFER),
+            [AccountMeta(buffer, False, True), AccountMeta(authority, False, False)],
+        ),
+    ]
+
+
+def write(buffer: Pubkey, authority: Pubkey, offset: int, chunk: bytes) -> Instruction:
+    """Write `chunk` at `offset` of the buffer's ELF area (after its 37-byte header)."""
+    if offset < 0 or not chunk:
+        raise ValueError(f"write needs offset >= 0 and a non-empty chunk (offset={offset})")
+    data = struct.pack("<IIQ", _WRITE, offset, len(chunk)) + bytes(chunk)
+    return Instruction(
+        LOADER_V3, data, [AccountMeta(buffer, False, True), AccountMeta(authority, True, False)]
+    )
+
+
+def deploy_with_max_data_len(
+    payer: Pubkey,
+    program: Pubkey,
+    buffer: Pubkey,
+    authority: Pubkey,
+    program_lamports: int,
+    max_data_len: int,
+) -> list[Instruction]:
+    """Create the 36-byte program account, then deploy the buffer into a programdata of `max_data_len`."""
+    return [
+        create_account(
+            CreateAccountParams(
+                from_pubkey=payer,
+                to_pubkey=program,
+                lamports=program_lamports,
+                space=PROGRAM_SIZE,
+                owner=LOADER_V3,
+            )
+        ),
+        Instruction(
+            LOADER_V3,
+            struct.pack("<IQ", _DEPLOY_WITH_MAX_DATA_LEN, max_data_len),
+            [
+                AccountMeta(payer, True, True),
+                AccountMeta(programdata_address(program), False, True),
+                AccountMeta(program, False, True),
+                AccountMeta(buffer, False, True),
+                AccountMeta(RENT, False, False),
+                AccountMeta(CLOCK, False, False),
+                AccountMeta(SYSTEM_PROGRAM, False, False),
+                AccountMeta(authority, True, False),
+            ],
+        ),
+    ]
+
+
+def upgrade(program: Pubkey, buffer: Pubkey, spill: Pubkey, authority: Pubkey) -> Instruction:
+    """Replace a deployed program's ELF with the buffer's; the buffer's lamports go to `spill`."""
+    return Instruction(
+        LOADER_V3,
+        struct.pack("<I", _UPGRADE),
+        [
+            AccountMeta(programdata_address(program), False, True),
+            AccountMeta(program, False, True),
+            AccountMeta(buffer, False, True),
+            AccountMeta(spill, False, True),
+            AccountMeta(RENT, False, False),
+            AccountMeta(CLOCK, False, False),
+            AccountMeta(authority, True, False),
+        ],
+    )
+
+
+def close_buffer(buffer: Pubkey, recipient: Pubkey, authority: Pubkey) -> Instruction:
+    """Close a buffer (e.g. of an abandoned deploy) and return its lamports."""
+    return Instruction(
+        LOADER_V3,
+        struct.pack("<I", _CLOSE),
+        [
+            AccountMeta(buffer, False, True),
+            AccountMeta(recipient, False, True),
+            AccountMeta(authority, True, False),
+        ],
+    )
+
+
+def max_write_chunk(payer: Pubkey, authority: Pubkey) -> int:
+    """The largest ELF chunk whose Write transaction still fits one 1,232-byte packet."""
+    probe_len = 256  # long enough that the data length takes its 2-byte compact-u16 form, as real chunks do
+    probe = write(Pubkey.default(), authority, 0, bytes(probe_len))
+    message = Message.new_with_blockhash([probe], payer, Hash.default())
+    signers = message.header.num_required_signatures
+    tx = Transaction.populate(message, [Signature.default()] * signers)
+    return MAX_PACKET - (len(bytes(tx)) - probe_len)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """One Write instruction of a deploy: where the chunk goes in the buffer."""
+
+    offset: int
+    chunk: bytes
+
+
+def plan_writes(elf: bytes, chunk_size: int) -> list[WritePlan]:
+    """Split an ELF into Write instructions (independent of each other, so they may be sent concurrently)."""
+    if chunk_size <= 0:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    return [WritePlan(o, elf[o : o + chunk_size]) for o in range(0, len(elf), chunk_size)]
