@@ -133,7 +133,8 @@ def close_buffer(buffer: Pubkey, recipient: Pubkey, authority: Pubkey) -> Instru
 
 def max_write_chunk(payer: Pubkey, authority: Pubkey) -> int:
     """The largest ELF chunk whose Write transaction still fits one 1,232-byte packet."""
-    probe_len = 256  # long enough that the data length takes its 2-byte compact-u16 form, as real chunks do
+    # long enough that the data length takes its 2-byte compact-u16 form, as real chunks do
+    probe_len = 256
     probe = write(Pubkey.default(), authority, 0, bytes(probe_len))
     message = Message.new_with_blockhash([probe], payer, Hash.default())
     signers = message.header.num_required_signatures
