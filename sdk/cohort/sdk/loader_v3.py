@@ -8,10 +8,12 @@ that fit one packet, then create the program account and `DeployWithMaxDataLen` 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from solders.hash import Hash
 from solders.instruction import AccountMeta, Instruction
+from solders.keypair import Keypair
 from solders.message import Message
 from solders.pubkey import Pubkey
 from solders.signature import Signature
@@ -155,3 +157,69 @@ def plan_writes(elf: bytes, chunk_size: int) -> list[WritePlan]:
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
     return [WritePlan(o, elf[o : o + chunk_size]) for o in range(0, len(elf), chunk_size)]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transaction of a deploy: its instructions and the signers besides the fee payer."""
+
+    instructions: list[Instruction]
+    signers: list[Keypair]
+
+
+def plan_deploy(
+    payer: Keypair,
+    elf: bytes,
+    buffer: Keypair,
+    rent_exempt: Callable[[int], int],
+    *,
+    program: Keypair | None = None,
+    program_id: Pubkey | None = None,
+    max_data_len: int | None = None,
+) -> list[list[Step]]:
+    """The transactions that deploy `elf`, in three phases; the steps within a phase are independent.
+
+    1. create and initialize the buffer; 2. the writes (send them concurrently); 3. deploy a new program
+    (`program` keypair, programdata sized `max_data_len`, default 2x the ELF so it can grow) or upgrade the
+    existing `program_id`. The payer is the buffer's and the program's upgrade authority.
+    `rent_exempt(space)` gives the lamports for an account of `space` bytes.
+    """
+    if not elf:
+        raise ValueError("the ELF is empty")
+    if (program is None) == (program_id is None):
+        raise ValueError("give exactly one of `program` (new deploy) or `program_id` (upgrade)")
+    authority = payer.pubkey()
+    create = Step(
+        create_buffer(
+            payer.pubkey(),
+            buffer.pubkey(),
+            authority,
+            len(elf),
+            rent_exempt(BUFFER_HEADER + len(elf)),
+        ),
+        [buffer],
+    )
+    chunk = max_write_chunk(payer.pubkey(), authority)
+    writes = [
+        Step([write(buffer.pubkey(), authority, w.offset, w.chunk)], [])
+        for w in plan_writes(elf, chunk)
+    ]
+    if program is not None:
+        max_len = max_data_len if max_data_len is not None else 2 * len(elf)
+        if max_len < len(elf):
+            raise ValueError(f"max_data_len {max_len} is smaller than the ELF ({len(elf)} bytes)")
+        finish = Step(
+            deploy_with_max_data_len(
+                payer.pubkey(),
+                program.pubkey(),
+                buffer.pubkey(),
+                authority,
+                rent_exempt(PROGRAM_SIZE),
+                max_len,
+            ),
+            [program],
+        )
+    else:
+        assert program_id is not None
+        finish = Step([upgrade(program_id, buffer.pubkey(), payer.pubkey(), authority)], [])
+    return [[create], writes, [finish]]

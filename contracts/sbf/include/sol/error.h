@@ -1,0 +1,22 @@
+/* Program results. A program returns 0 for success, a small number for Custom(n), or a builtin error
+   (n << 32). Anchor's convention puts program-specific errors at 6000 + index. */
+#pragma once
+#include "types.h"
+
+#define SUCCESS 0
+#define TO_BUILTIN(error) ((uint64_t)(error) << 32)
+#define ERROR_CUSTOM_ZERO TO_BUILTIN(1)
+#define ERROR_INVALID_ARGUMENT TO_BUILTIN(2)
+#define ERROR_INVALID_INSTRUCTION_DATA TO_BUILTIN(3)
+#define ERROR_INVALID_ACCOUNT_DATA TO_BUILTIN(4)
+#define ERROR_ACCOUNT_DATA_TOO_SMALL TO_BUILTIN(5)
+#define ERROR_INSUFFICIENT_FUNDS TO_BUILTIN(6)
+#define ERROR_INCORRECT_PROGRAM_ID TO_BUILTIN(7)
+#define ERROR_MISSING_REQUIRED_SIGNATURES TO_BUILTIN(8)
+#define ERROR_ACCOUNT_ALREADY_INITIALIZED TO_BUILTIN(9)
+#define ERROR_UNINITIALIZED_ACCOUNT TO_BUILTIN(10)
+#define ERROR_NOT_ENOUGH_ACCOUNT_KEYS TO_BUILTIN(11)
+#define ERROR_ACCOUNT_BORROW_FAILED TO_BUILTIN(12)
+#define ERROR_MAX_SEED_LENGTH_EXCEEDED TO_BUILTIN(13)
+#define ERROR_INVALID_SEEDS TO_BUILTIN(14)
+#define ERROR_ARITHMETIC_OVERFLOW TO_BUILTIN(24) /* Rust SDK index of ArithmeticOverflow */
