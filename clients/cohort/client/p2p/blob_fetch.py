@@ -1,0 +1,210 @@
+"""Fetching blobs: the announced provider first, then other holders, until one gives verified bytes.
+
+Each attempt is bounded twice: `open_timeout` to connect and get an answer, and `progress_timeout`
+for every chunk of the body (a provider that sends nothing for that long is dropped, so a dead peer
+costs seconds, not QUIC's 30 s idle timeout). Bytes are checked against the hash before anyone sees
+them; a provider that sends the wrong bytes or more than `max_size` is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .blob_protocol import BLOB_PROTOCOL, LENGTH_PREFIX
+from .blob_store import BlobStore, blob_hash, check_hash
+from .identity import NodeId
+from .transport import READ_CHUNK, PeerAddress, Reply, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BLOB = 256 << 20
+
+Progress = Callable[[int, int], None]
+"""Called with (bytes received, total bytes) as an attempt advances."""
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    open_timeout: float = 5.0
+    progress_timeout: float = 5.0
+    max_size: int = DEFAULT_MAX_BLOB
+    max_concurrent: int = 8
+
+    def __post_init__(self) -> None:
+        if self.open_timeout <= 0 or self.progress_timeout <= 0:
+            raise ValueError("timeouts must be positive")
+        if self.max_size < 0:
+            raise ValueError("max_size must be >= 0")
+        if self.max_concurrent < 1:
+            raise ValueError("max_concurrent must be >= 1")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    provider: NodeId
+    error: str
+
+
+@dataclass(frozen=True)
+class Fetched:
+    data: bytes
+    provider: NodeId
+    failed: tuple[Attempt, ...] = field(default=())
+
+
+class BlobFetchError(Exception):
+    """No provider delivered the blob."""
+
+    def __init__(self, blob: bytes, attempts: Sequence[Attempt]) -> None:
+        tried = "; ".join(f"{a.provider.short()}: {a.error}" for a in attempts) or "no providers"
+        super().__init__(f"blob {blob.hex()[:16]} not fetched ({tried})")
+        self.blob = blob
+        self.attempts = tuple(attempts)
+
+
+class _BadProvider(Exception):
+    pass
+
+
+class BlobFetcher:
+    """Fetches blobs for one node; at most `policy.max_concurrent` fetches run at once."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        store: BlobStore | None = None,
+        policy: FetchPolicy | None = None,
+    ) -> None:
+        self.transport = transport
+        self.store = store
+        self.policy = policy or FetchPolicy()
+        self._slots = asyncio.Semaphore(self.policy.max_concurrent)
+        self._inflight: dict[bytes, asyncio.Task[Fetched]] = {}
+        self.bytes_fetched = 0
+
+    async def fetch(
+        self,
+        blob: bytes,
+        providers: Sequence[PeerAddress],
+        *,
+        round: int | None = None,
+        max_size: int | None = None,
+        progress: Progress | None = None,
+    ) -> bytes:
+        """The verified bytes of `blob`, kept in the store for `round` when a round is given."""
+        return (
+            await self.fetch_detailed(
+                blob, providers, round=round, max_size=max_size, progress=progress
+            )
+        ).data
+
+    async def fetch_detailed(
+        self,
+        blob: bytes,
+        providers: Sequence[PeerAddress],
+        *,
+        round: int | None = None,
+        max_size: int | None = None,
+        progress: Progress | None = None,
+    ) -> Fetched:
+        """Like `fetch`, and says which provider delivered and which attempts failed."""
+        check_hash(blob)
+        limit = self.policy.max_size if max_size is None else max_size
+        if limit < 0:
+            raise ValueError("max_size must be >= 0")
+        for peer in providers:
+            if not isinstance(peer, PeerAddress):
+                raise TypeError("providers are PeerAddress values")
+        if self.store is not None:
+            held = self.store.get(blob)
+            if held is not None:
+                return Fetched(held, self.transport.node_id)
+        task = self._inflight.get(blob)
+        if task is None:  # one network fetch per blob, however many callers want it
+            task = asyncio.create_task(self._fetch_limited(blob, providers, limit, progress))
+            self._inflight[blob] = task
+            task.add_done_callback(lambda _: self._inflight.pop(blob, None))
+        result = await asyncio.shield(task)
+        if self.store is not None and round is not None:
+            self.store.put_verified(blob, result.data, round)
+        return result
+
+    async def close(self) -> None:
+        """Cancel fetches still running (their callers have gone)."""
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _fetch_limited(
+        self, blob: bytes, providers: Sequence[PeerAddress], limit: int, progress: Progress | None
+    ) -> Fetched:
+        async with self._slots:
+            return await self._fetch_any(blob, providers, limit, progress)
+
+    async def _fetch_any(
+        self, blob: bytes, providers: Sequence[PeerAddress], limit: int, progress: Progress | None
+    ) -> Fetched:
+        attempts: list[Attempt] = []
+        seen: set[NodeId] = {self.transport.node_id}
+        for peer in providers:
+            if peer.node_id in seen:
+                continue
+            seen.add(peer.node_id)
+            try:
+                data = await self._fetch_from(peer, blob, limit, progress)
+            except (TransportError, _BadProvider) as e:
+                log.info("blob %s from %r failed: %s", blob.hex()[:16], peer.node_id, e)
+                attempts.append(Attempt(peer.node_id, f"{type(e).__name__}: {e}"))
+                continue
+            self.bytes_fetched += len(data)
+            return Fetched(data, peer.node_id, tuple(attempts))
+        raise BlobFetchError(blob, attempts)
+
+    async def _fetch_from(
+        self, peer: PeerAddress, blob: bytes, limit: int, progress: Progress | None
+    ) -> bytes:
+        policy = self.policy
+        async with self.transport.request(
+            peer, BLOB_PROTOCOL, blob, open_timeout=policy.open_timeout
+        ) as reply:
+            try:
+                header = await self._read_exactly(reply, LENGTH_PREFIX.size)
+                (size,) = LENGTH_PREFIX.unpack(header)
+                if size > limit:
+                    raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
+                data = bytearray(size)
+                view = memoryview(data)
+                got = 0
+                while got < size:
+                    chunk = await self._read_chunk(reply, min(READ_CHUNK, size - got))
+                    if not chunk:
+                        raise _BadProvider(f"reply ended after {got} of {size} bytes")
+                    view[got : got + len(chunk)] = chunk
+                    got += len(chunk)
+                    if progress is not None:
+                        progress(got, size)
+                if await self._read_chunk(reply, 1):
+                    raise _BadProvider("reply longer than its length prefix")
+            except TimeoutError:
+                await self.transport.disconnect(peer.node_id)
+                raise _BadProvider(f"stalled: no bytes for {policy.progress_timeout:g} s") from None
+        if blob_hash(view) != blob:
+            raise _BadProvider("bytes do not match the blob hash")
+        return bytes(data)
+
+    async def _read_chunk(self, reply: Reply, max_bytes: int) -> bytes:
+        async with asyncio.timeout(self.policy.progress_timeout):
+            return await reply.read(max_bytes)
+
+    async def _read_exactly(self, reply: Reply, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = await self._read_chunk(reply, n - len(out))
+            if not chunk:
+                raise _BadProvider(f"reply ended inside its {n}-byte header")
+            out += chunk
+        return out

@@ -1,0 +1,124 @@
+"""A P2P node: one transport with the blob, gossip and directory protocols on it.
+
+This is what the training client holds. Each epoch it calls `set_clients` with the run's client
+list (node ids and addresses from the chain); that updates the allowlist and the gossip overlay in
+place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from .allowlist import Allowlist
+from .announcement import Announcement, gossip_topic
+from .blob_fetch import BlobFetcher, FetchPolicy
+from .blob_protocol import BlobServer
+from .blob_store import BlobStore
+from .directory import DirectoryShare, DownloadProgress, download_directory
+from .gossip import Gossip, GossipConfig, OnMessage
+from .http_transport import HttpTransport
+from .identity import NodeKey
+from .iroh_transport import IrohConfig, IrohTransport
+from .manifest import Manifest
+from .transport import PeerAddress, Transport
+
+
+class P2PNode:
+    def __init__(
+        self,
+        transport: Transport,
+        run_id: str | bytes,
+        *,
+        on_message: OnMessage | None = None,
+        gossip: GossipConfig | None = None,
+        fetch: FetchPolicy | None = None,
+    ) -> None:
+        self.transport = transport
+        self.store = BlobStore()
+        self.blob_server = BlobServer([self.store])
+        self.blob_server.register(transport)
+        self.fetcher = BlobFetcher(transport, self.store, fetch)
+        self.gossip = Gossip(transport, gossip_topic(run_id), on_message, gossip)
+
+    @classmethod
+    def iroh(
+        cls, key: NodeKey, run_id: str | bytes, config: IrohConfig | None = None, **kwargs
+    ) -> P2PNode:
+        return cls(IrohTransport(key, Allowlist(), config), run_id, **kwargs)
+
+    @classmethod
+    def http(
+        cls, key: NodeKey, run_id: str | bytes, *, host: str = "127.0.0.1", port: int = 0, **kwargs
+    ) -> P2PNode:
+        return cls(HttpTransport(key, Allowlist(), host=host, port=port), run_id, **kwargs)
+
+    @property
+    def address(self) -> PeerAddress:
+        return self.transport.address
+
+    async def start(self) -> None:
+        await self.transport.start()
+        await self.gossip.start()
+
+    async def close(self) -> None:
+        await self.gossip.close()
+        await self.fetcher.close()
+        await self.transport.close()
+
+    async def __aenter__(self) -> P2PNode:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def set_clients(self, peers: Iterable[PeerAddress]) -> None:
+        """The run's current client list: who may connect, and the gossip overlay."""
+        peers = list(peers)
+        self.transport.allowlist.replace(p.node_id for p in peers)
+        self.gossip.set_members(peers)
+
+    def advance_round(self, round: int, keep_rounds: int = 2) -> None:
+        """Start `round`: forget blobs older than `round - keep_rounds` and old announcements."""
+        self.store.gc(round - keep_rounds)
+        self.gossip.advance_round(round)
+
+    # blobs
+    def add_blob(self, data: bytes, round: int) -> bytes:
+        return self.store.put(data, round)
+
+    async def fetch_blob(
+        self, blob: bytes, providers: Sequence[PeerAddress], round: int, **kwargs
+    ) -> bytes:
+        return await self.fetcher.fetch(blob, providers, round=round, **kwargs)
+
+    # gossip
+    async def announce(self, round: int, payload: bytes) -> Announcement:
+        return await self.gossip.publish(round, payload)
+
+    # checkpoints
+    def share_directory(self, root: str | Path, manifest: Manifest | None = None) -> bytes:
+        """Serve a checkpoint directory; returns its manifest hash (what goes on chain)."""
+        share = (
+            DirectoryShare(root, manifest) if manifest is not None else DirectoryShare.scan(root)
+        )
+        self.blob_server.sources.append(share)
+        return share.manifest_hash
+
+    async def download_directory(
+        self,
+        manifest_hash: bytes,
+        providers: Sequence[PeerAddress],
+        dest: str | Path,
+        *,
+        progress: Callable[[DownloadProgress], None] | None = None,
+        share: bool = True,
+    ) -> Manifest:
+        """Download a checkpoint from peers; by default serve it afterwards too."""
+        manifest = await download_directory(
+            self.fetcher, manifest_hash, providers, dest, progress=progress
+        )
+        if share:
+            self.share_directory(dest, manifest)
+        return manifest
