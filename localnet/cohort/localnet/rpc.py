@@ -1,0 +1,82 @@
+"""JSON-RPC 2.0 over the method table: single requests and batches, every failure a standard error."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
+from .methods import METHODS
+
+if TYPE_CHECKING:
+    from .node import Node
+
+log = logging.getLogger("cohort.localnet.rpc")
+MAX_BATCH = 1000
+_FATAL = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def error_response(error: RpcError, request_id: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "error": error.to_json(), "id": request_id}
+
+
+class Dispatcher:
+    def __init__(self, node: Node, methods: dict | None = None) -> None:
+        self.node = node
+        methods = METHODS if methods is None else methods
+        self._sync = {name: h for name, h in methods.items() if not inspect.iscoroutinefunction(h)}
+        self._async = {name: h for name, h in methods.items() if inspect.iscoroutinefunction(h)}
+
+    async def handle_body(self, body: bytes) -> bytes:
+        """One HTTP body in, one HTTP body out."""
+        try:
+            request = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
+        self.node.sync()
+        if isinstance(request, list):
+            if not request:
+                return dumps(
+                    error_response(RpcError(INVALID_REQUEST, "Invalid request: empty batch"))
+                )
+            if len(request) > MAX_BATCH:
+                message = f"Invalid request: batch of {len(request)} exceeds {MAX_BATCH} requests"
+                return dumps(error_response(RpcError(INVALID_REQUEST, message)))
+            return dumps(list(await asyncio.gather(*(self.handle(r) for r in request))))
+        return dumps(await self.handle(request))
+
+    async def handle(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict):
+            return error_response(
+                RpcError(INVALID_REQUEST, "Invalid request: expected a JSON object")
+            )
+        request_id = request.get("id")
+        method = request.get("method")
+        if request.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            message = 'Invalid request: needs "jsonrpc": "2.0" and a string "method"'
+            return error_response(RpcError(INVALID_REQUEST, message), request_id)
+        try:
+            handler = self._sync.get(method)
+            if handler is not None:
+                result = handler(self.node, request.get("params"))
+            else:
+                handler = self._async.get(method)
+                if handler is None:
+                    raise RpcError(METHOD_NOT_FOUND, "Method not found")
+                result = await handler(self.node, request.get("params"))
+        except RpcError as exc:
+            return error_response(exc, request_id)
+        except BaseException as exc:  # LiteSVM's Rust panics arrive as BaseException
+            if isinstance(exc, _FATAL):
+                raise
+            log.exception("internal error in %s", method)
+            message = f"Internal error: {type(exc).__name__}: {exc}"
+            return error_response(RpcError(INTERNAL_ERROR, message), request_id)
+        return {"jsonrpc": "2.0", "result": result, "id": request_id}

@@ -1,0 +1,261 @@
+"""The aiohttp server: JSON-RPC over HTTP on `port`, pubsub over websockets on `port + 1`.
+
+Both ports serve the same app (web3.js derives the websocket URL as port+1; some clients use one port for
+both). CORS is open, including Chrome's private-network preflight, so the Solana Explorer in a browser can
+use a localnet as its custom cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from .config import MAX_REQUEST_BYTES, LocalnetConfig
+from .errors import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
+from .node import Node
+from .pubsub import SUBSCRIBE_METHODS, UNSUBSCRIBE_METHODS
+from .rpc import Dispatcher, dumps, error_response
+
+log = logging.getLogger("cohort.localnet")
+
+CORS = {"Access-Control-Allow-Origin": "*"}
+WS_QUEUE_LIMIT = 10_000  # notifications buffered per websocket before a slow reader is dropped
+
+
+def _too_large(size: int | None) -> web.Response:
+    detail = f" ({size} bytes)" if size is not None else ""
+    error = RpcError(
+        INVALID_REQUEST,
+        f"Invalid request: body too large{detail}; the limit is {MAX_REQUEST_BYTES} bytes",
+    )
+    return web.Response(
+        status=413, body=dumps(error_response(error)), content_type="application/json", headers=CORS
+    )
+
+
+class _WsConnection:
+    """One websocket's outgoing side: a bounded queue drained by a writer task."""
+
+    def __init__(self, ws: web.WebSocketResponse) -> None:
+        self.ws = ws
+        self.queue: asyncio.Queue[str] = asyncio.Queue(WS_QUEUE_LIMIT)
+        self.writer = asyncio.get_running_loop().create_task(self._write())
+
+    def send(self, text: str) -> None:
+        try:
+            self.queue.put_nowait(text)
+        except asyncio.QueueFull:
+            log.warning("websocket client too slow: %d queued messages; closing it", WS_QUEUE_LIMIT)
+            self.writer.cancel()
+            asyncio.get_running_loop().create_task(self.ws.close(message=b"too slow"))
+
+    async def _write(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            while True:
+                await self.ws.send_str(await self.queue.get())
+
+
+def _free_port_pair(host: str, attempts: int = 50) -> tuple[socket.socket, socket.socket]:
+    """Two listening sockets on adjacent ports, the first chosen by the OS."""
+    for _ in range(attempts):
+        http = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        http.bind((host, 0))
+        port = http.getsockname()[1]
+        if port >= 65535:
+            http.close()
+            continue
+        ws = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            ws.bind((host, port + 1))
+        except OSError:
+            http.close()
+            ws.close()
+            continue
+        return http, ws
+    raise OSError(f"no two adjacent free ports on {host} after {attempts} attempts")
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+class Localnet:
+    """A running localnet. `async with Localnet(LocalnetConfig(port=0)) as net: net.http_url ...`"""
+
+    def __init__(self, config: LocalnetConfig | None = None) -> None:
+        self.config = config or LocalnetConfig()
+        self.node: Node | None = None
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._sockets: list[web.WebSocketResponse] = []
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.config.host}:{self.port + 1}"
+
+    async def start(self) -> None:
+        config = self.config
+        self.node = Node.open(config.slot_ms, config.ledger, wipe=config.reset)
+        self._dispatcher = Dispatcher(self.node)
+        if config.port == 0:
+            socks = _free_port_pair(config.host)
+        else:
+            first = _bound(config.host, config.port)
+            try:
+                socks = (first, _bound(config.host, config.port + 1))
+            except OSError:
+                first.close()
+                raise
+        self.port = socks[0].getsockname()[1]
+        self.node.rpc_address = f"{config.host}:{self.port}"
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, auto_decompress=False, access_log=None, handle_signals=False
+        )
+        await self._runner.setup()
+        for sock in socks:
+            await web.SockSite(self._runner, sock).start()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        assert self.node is not None
+        period = self.config.slot_ms / 1000
+        while True:
+            await asyncio.sleep(period)
+            try:
+                self.node.sync()
+            except Exception:
+                log.exception("slot tick failed")
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.node is not None:
+            await self.node.close()
+        self._runner = self._ticker = None
+
+    async def __aenter__(self) -> Localnet:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- HTTP ----------------------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "POST":
+            return await self._rpc(request)
+        if request.method == "OPTIONS":
+            return self._preflight(request)
+        if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._websocket(request)
+        if request.method == "GET" and request.path == "/health":
+            return web.Response(text="ok", headers=CORS)
+        return web.Response(
+            status=405, text="POST JSON-RPC requests, or open a websocket", headers=CORS
+        )
+
+    @staticmethod
+    def _preflight(request: web.Request) -> web.Response:
+        headers = {
+            **CORS,
+            "Access-Control-Allow-Methods": "POST, GET, OPTIONS",
+            "Access-Control-Allow-Headers": request.headers.get(
+                "Access-Control-Request-Headers", "*"
+            ),
+            "Access-Control-Allow-Private-Network": "true",
+            "Access-Control-Max-Age": "86400",
+        }
+        return web.Response(status=204, headers=headers)
+
+    async def _rpc(self, request: web.Request) -> web.Response:
+        assert self._dispatcher is not None
+        if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
+            return _too_large(request.content_length)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _too_large(None)
+        response = await self._dispatcher.handle_body(body)
+        return web.Response(body=response, content_type="application/json", headers=CORS)
+
+    # --- websocket pubsub --------------------------------------------------------------------------------------
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        assert self.node is not None
+        ws = web.WebSocketResponse(max_msg_size=MAX_REQUEST_BYTES, heartbeat=30)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        connection = _WsConnection(ws)
+        pubsub = self.node.pubsub
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    self.node.sync()
+                    connection.send(self._ws_request(msg.data, connection))
+                elif msg.type == WSMsgType.BINARY:
+                    connection.send(
+                        json.dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
+                    )
+                elif msg.type == WSMsgType.ERROR:
+                    break
+        finally:
+            pubsub.drop_connection(connection)
+            # let queued replies go out before the writer stops
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._drain(connection), 0.5)
+            connection.writer.cancel()
+            self._sockets.remove(ws)
+        return ws
+
+    @staticmethod
+    async def _drain(connection: _WsConnection) -> None:
+        while not connection.queue.empty() and not connection.ws.closed:
+            await asyncio.sleep(0.01)
+
+    def _ws_request(self, text: str, connection: _WsConnection) -> str:
+        assert self.node is not None
+        try:
+            request = json.loads(text)
+        except ValueError:
+            return json.dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            return json.dumps(error_response(RpcError(INVALID_REQUEST, "Invalid request")))
+        request_id: Any = request.get("id")
+        method = request["method"]
+        pubsub = self.node.pubsub
+        try:
+            if method in SUBSCRIBE_METHODS:
+                result: Any = pubsub.subscribe(method, request.get("params"), connection)
+            elif method in UNSUBSCRIBE_METHODS:
+                result = pubsub.unsubscribe(method, request.get("params"), connection)
+            else:
+                raise RpcError(METHOD_NOT_FOUND, "Method not found")
+        except RpcError as exc:
+            return json.dumps(error_response(exc, request_id))
+        return json.dumps({"jsonrpc": "2.0", "result": result, "id": request_id})

@@ -1,0 +1,119 @@
+"""Fixtures for the localnet tests: an in-process localnet on free loopback ports, real clients, helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from solana.rpc.async_api import AsyncClient
+from solana.rpc.commitment import Confirmed
+from solana.rpc.models import TxOpts
+from solders.hash import Hash
+from solders.instruction import Instruction
+from solders.keypair import Keypair
+from solders.litesvm import LiteSVM
+from solders.message import MessageV0
+from solders.pubkey import Pubkey
+from solders.transaction import VersionedTransaction
+
+from cohort.localnet.config import LocalnetConfig
+from cohort.localnet.server import Localnet
+
+MEMO_PROGRAM = Pubkey.from_string("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr")
+LAMPORTS_PER_SOL = 1_000_000_000
+CONFIRMED = TxOpts(skip_confirmation=False, preflight_commitment=Confirmed)
+
+
+def free_port_pair() -> int:
+    """A port P with P and P+1 free right now (for a localnet started as a subprocess)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no adjacent free ports")
+
+
+def memo_elf() -> bytes:
+    """A real SBF program: SPL Memo as bundled with LiteSVM (loader v2, so its account data is the ELF)."""
+    return bytes(LiteSVM().get_account(MEMO_PROGRAM).data)
+
+
+def sign(payer: Keypair, instructions: list[Instruction], blockhash: Hash, *signers: Keypair):
+    message = MessageV0.try_compile(payer.pubkey(), instructions, [], blockhash)
+    return VersionedTransaction(message, [payer, *signers])
+
+
+@pytest.fixture
+async def localnet() -> AsyncIterator[Localnet]:
+    async with Localnet(LocalnetConfig(port=0)) as net:
+        yield net
+
+
+@pytest.fixture
+async def client(localnet: Localnet) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(localnet.http_url) as c:
+        yield c
+
+
+class Chain:
+    """Test helpers bound to one localnet (a fixture, since test modules cannot import each other)."""
+
+    LAMPORTS_PER_SOL = LAMPORTS_PER_SOL
+    CONFIRMED = CONFIRMED
+    MEMO_PROGRAM = MEMO_PROGRAM
+    sign = staticmethod(sign)
+    memo_elf = staticmethod(memo_elf)
+    free_port_pair = staticmethod(free_port_pair)
+
+    def __init__(self, localnet: Localnet | None, client: AsyncClient | None) -> None:
+        self.localnet = localnet
+        self.client = client
+
+    async def funded(self, sol: int = 10) -> Keypair:
+        """A new keypair holding `sol` SOL from the faucet (a real, confirmed airdrop transaction)."""
+        keypair = Keypair()
+        signature = (
+            await self.client.request_airdrop(keypair.pubkey(), sol * LAMPORTS_PER_SOL)
+        ).value
+        await asyncio.wait_for(self.client.confirm_transaction(signature), 10)
+        return keypair
+
+    async def call(self, method: str, *params: Any) -> Any:
+        """A raw JSON-RPC call (for methods solana-py does not know); returns the whole response."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(self.localnet.http_url, json=body) as r,
+        ):
+            return await r.json()
+
+    async def set_account(
+        self, key: Pubkey, owner: Pubkey, data: bytes, lamports: int = LAMPORTS_PER_SOL
+    ) -> None:
+        spec = {
+            "lamports": lamports,
+            "owner": str(owner),
+            "data": [base64.b64encode(data).decode(), "base64"],
+        }
+        assert (await self.call("localnet_setAccount", str(key), spec))["result"] is True
+
+
+@pytest.fixture
+def chain(localnet: Localnet, client: AsyncClient) -> Chain:
+    return Chain(localnet, client)
+
+
+@pytest.fixture
+async def payer(chain: Chain) -> Keypair:
+    return await chain.funded()
