@@ -18,8 +18,9 @@ import logging
 import random
 import struct
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from . import overlay
 from .announcement import MAX_ANNOUNCEMENT, TOPIC_BYTES, Announcement
@@ -134,6 +135,10 @@ class Gossip:
             members[peer.node_id] = peer
         self._members = members
         self._members_version += 1
+
+    @property
+    def members(self) -> Mapping[NodeId, PeerAddress]:
+        return MappingProxyType(self._members)
 
     def neighbours(self) -> list[PeerAddress]:
         now = asyncio.get_running_loop().time()

@@ -44,6 +44,7 @@ H_FROM = "X-Cohort-From"
 H_TIME = "X-Cohort-Time"
 H_SIGNATURE = "X-Cohort-Signature"
 H_STATUS = "X-Cohort-Status"
+H_REFUSED = "X-Cohort-Refused"  # set when the transport itself refused the requester
 MAX_ERROR_MESSAGE = 1024
 _SIGNING_TAG = b"cohort/http-request/v1"
 _HTTP_CODES = {
@@ -172,10 +173,9 @@ class HttpTransport(Transport):
             except aiohttp.ClientError:
                 message = ""
             resp.close()
-            status = _status_of(resp)
-            if status == Status.FORBIDDEN:
+            if H_REFUSED in resp.headers:
                 raise PeerRejected(f"{peer.node_id!r} refused us: {message}")
-            raise RemoteError(status, message)
+            raise RemoteError(_status_of(resp), message)
         raise PeerUnreachable(f"cannot connect to {peer.node_id!r}: {'; '.join(failures)}")
 
     # --- serving ------------------------------------------------------------------------------
@@ -195,9 +195,9 @@ class HttpTransport(Transport):
             return _error(Status.BAD_REQUEST, str(e))
         if not self.allowlist.allows(requester):
             self.stats.requests_refused += 1
-            return _error(Status.FORBIDDEN, "node not in allowlist")
+            return _refuse("node not in allowlist")
         if abs(time.time() * 1000 - millis) > self.max_clock_skew * 1000:
-            return _error(Status.FORBIDDEN, "request time outside the allowed clock skew")
+            return _refuse("request time outside the allowed clock skew")
         if request.content_length is not None and request.content_length > spec.max_request:
             return _error(
                 Status.TOO_LARGE, f"{protocol} requests are at most {spec.max_request} bytes"
@@ -214,7 +214,7 @@ class HttpTransport(Transport):
         signed = signed_request_bytes(requester, self.node_id, protocol, millis, body)
         if not requester.verify(signed, signature):
             self.stats.requests_refused += 1
-            return _error(Status.FORBIDDEN, "bad request signature")
+            return _refuse("bad request signature")
         self.stats.requests_served += 1
         writer = _HttpReplyWriter(request)
         try:
@@ -317,6 +317,13 @@ def _error(status: Status, message: str) -> web.Response:
         text=message[:MAX_ERROR_MESSAGE],
         headers={H_STATUS: str(int(status))},
     )
+
+
+def _refuse(message: str) -> web.Response:
+    """The requester is not let in (allowlist, signature): PeerRejected on its side."""
+    response = _error(Status.FORBIDDEN, message)
+    response.headers[H_REFUSED] = "1"
+    return response
 
 
 def _status_of(resp: aiohttp.ClientResponse) -> Status:

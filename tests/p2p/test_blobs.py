@@ -1,0 +1,198 @@
+"""Blobs: the store, the protocol and the fetcher, over both transports."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from cohort.client.p2p import (
+    Allowlist,
+    BlobFetcher,
+    BlobFetchError,
+    BlobServer,
+    BlobStore,
+    FetchPolicy,
+    NodeKey,
+    RemoteError,
+    Status,
+    blob_hash,
+)
+from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL
+
+
+class FakeBytesSource:
+    """A provider that answers for `blob` with other bytes (a faulty or malicious peer)."""
+
+    def __init__(self, blob: bytes, data: bytes) -> None:
+        self.blob, self.data = blob, data
+
+    def blob_size(self, blob):
+        return len(self.data) if blob == self.blob else None
+
+    async def read_blob(self, blob, offset, size):
+        return self.data[offset : offset + size]
+
+
+class StallingSource(FakeBytesSource):
+    """Sends the first chunk, then nothing (a peer whose process hangs)."""
+
+    async def read_blob(self, blob, offset, size):
+        if offset > 0:
+            await asyncio.sleep(3600)
+        return self.data[offset : offset + size]
+
+
+class CountingSource(FakeBytesSource):
+    """Honest, slow, and counts how many reads run at once and in total."""
+
+    def __init__(self, blobs: dict[bytes, bytes]) -> None:
+        self.blobs = blobs
+        self.active = self.peak = self.requests = 0
+
+    def blob_size(self, blob):
+        return len(self.blobs[blob]) if blob in self.blobs else None
+
+    async def read_blob(self, blob, offset, size):
+        self.active += 1
+        self.requests += offset == 0
+        self.peak = max(self.peak, self.active)
+        await asyncio.sleep(0.05)
+        self.active -= 1
+        return self.blobs[blob][offset : offset + size]
+
+
+@pytest.fixture
+def swarm(make_transport):
+    """swarm(*sources_per_provider) -> (fetcher, provider addresses); everyone allows everyone."""
+
+    async def build(*sources, policy=None):
+        keys = [NodeKey.generate() for _ in range(len(sources) + 1)]
+        allow = Allowlist(k.node_id for k in keys)
+        providers = []
+        for key, source in zip(keys[1:], sources, strict=True):
+            server = BlobServer([source])
+            transport = await make_transport(key, allow, {BLOB_PROTOCOL: (server.handle, 32)})
+            providers.append(transport.address)
+        client = await make_transport(keys[0], allow)
+        return BlobFetcher(client, BlobStore(), policy), providers
+
+    return build
+
+
+def test_store_and_gc():
+    store = BlobStore()
+    a = store.put(b"round one", 1)
+    b = store.put(b"round three", 3)
+    assert a == blob_hash(b"round one") and store.get(a) == b"round one" and a in store
+    store.put(b"round one", 2)  # stored again later: lives as long as the later round
+    assert store.gc(before_round=2) == 0
+    assert store.gc(before_round=3) == 1 and a not in store and b in store
+    assert store.total_bytes == len(b"round three")
+    with pytest.raises(ValueError, match="32 bytes"):
+        store.put_verified(b"short", b"x", 1)
+    with pytest.raises(ValueError, match="round"):
+        store.put(b"x", -1)
+    with pytest.raises(TypeError):
+        store.put("text", 1)
+
+
+async def test_fetch_verifies_and_keeps_for_the_round(swarm):
+    data = os.urandom(3_000_000)
+    store = BlobStore()
+    h = store.put(data, 0)
+    fetcher, (provider,) = await swarm(store)
+    seen = []
+    got = await fetcher.fetch(
+        h, [provider], round=5, progress=lambda done, total: seen.append((done, total))
+    )
+    assert got == data and fetcher.store.get(h) == data
+    assert seen[-1] == (len(data), len(data)) and len(seen) >= 3
+    assert await fetcher.fetch(h, []) == data  # held now: no network
+    assert fetcher.store.gc(before_round=6) == 1
+
+
+async def test_wrong_bytes_then_next_provider(swarm):
+    data = os.urandom(2_000_000)
+    h = blob_hash(data)
+    honest = BlobStore()
+    honest.put(data, 0)
+    liar = FakeBytesSource(h, os.urandom(len(data)))
+    fetcher, (bad, good) = await swarm(liar, honest)
+    result = await fetcher.fetch_detailed(h, [bad, good])
+    assert result.data == data and result.provider == good.node_id
+    assert [a.provider for a in result.failed] == [bad.node_id]
+    assert "do not match" in result.failed[0].error
+
+
+async def test_missing_oversized_and_exhausted(swarm):
+    data = os.urandom(100_000)
+    h = blob_hash(data)
+    holder = BlobStore()
+    holder.put(data, 0)
+    fetcher, (empty, holds) = await swarm(BlobStore(), holder)
+    assert await fetcher.fetch(h, [empty, holds]) == data
+    other = BlobFetcher(fetcher.transport, BlobStore())
+    with pytest.raises(BlobFetchError, match="more than the 1000 allowed"):
+        await other.fetch(h, [holds], max_size=1000)
+    with pytest.raises(BlobFetchError) as e:
+        await other.fetch(blob_hash(b"nobody has this"), [empty, holds])
+    assert len(e.value.attempts) == 2 and all("NOT_FOUND" in a.error for a in e.value.attempts)
+    with pytest.raises(BlobFetchError, match="no providers"):
+        await other.fetch(blob_hash(b"nobody has this"), [])
+    with pytest.raises(ValueError, match="32 bytes"):
+        await other.fetch(b"not a hash", [holds])
+    with pytest.raises(TypeError, match="PeerAddress"):
+        await other.fetch(h, ["127.0.0.1:1"])
+
+
+async def test_stalled_provider_costs_the_progress_deadline(swarm):
+    data = os.urandom(4_000_000)
+    h = blob_hash(data)
+    holder = BlobStore()
+    holder.put(data, 0)
+    fetcher, (stalls, holds) = await swarm(
+        StallingSource(h, data), holder, policy=FetchPolicy(progress_timeout=0.5)
+    )
+    started = time.monotonic()
+    result = await fetcher.fetch_detailed(h, [stalls, holds])
+    assert result.data == data and result.provider == holds.node_id
+    assert "stalled" in result.failed[0].error
+    assert time.monotonic() - started < 5
+
+
+async def test_concurrency_is_bounded_and_fetches_are_shared(swarm):
+    blobs = {blob_hash(d): d for d in (os.urandom(10_000) for _ in range(6))}
+    source = CountingSource(blobs)
+    fetcher, (provider,) = await swarm(source, policy=FetchPolicy(max_concurrent=2))
+    hashes = list(blobs)
+    results = await asyncio.gather(*(fetcher.fetch(h, [provider]) for h in hashes + hashes[:1] * 3))
+    assert results[: len(hashes)] == [blobs[h] for h in hashes]
+    assert source.peak <= 2
+    assert source.requests == len(hashes)  # four callers of the first blob shared one transfer
+
+
+async def test_malformed_blob_requests(make_transport):
+    key, client_key = NodeKey.generate(), NodeKey.generate()
+    allow = Allowlist([key.node_id, client_key.node_id])
+    store = BlobStore()
+    h = store.put(b"served", 0)
+    server = await make_transport(key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, 32)})
+    client = await make_transport(client_key, allow)
+    for body, status in (
+        (b"", Status.BAD_REQUEST),
+        (h[:31], Status.BAD_REQUEST),
+        (h + b"x", Status.TOO_LARGE),
+    ):
+        with pytest.raises(RemoteError) as e:
+            async with client.request(server.address, BLOB_PROTOCOL, body):
+                pass
+        assert e.value.status == status
+    with pytest.raises(RemoteError) as e:
+        async with client.request(server.address, BLOB_PROTOCOL, os.urandom(32)):
+            pass
+    assert e.value.status == Status.NOT_FOUND
+    fetcher = BlobFetcher(client)
+    assert await fetcher.fetch(h, [server.address]) == b"served"

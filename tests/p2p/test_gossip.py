@@ -1,0 +1,127 @@
+"""Gossip pieces: the overlay, the announcement format, and bad input to the gossip protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import struct
+
+import pytest
+
+from cohort.client.p2p import Announcement, GossipConfig, NodeKey, RemoteError, Status, gossip_topic
+from cohort.client.p2p.announcement import MAX_ANNOUNCEMENT, MAX_PAYLOAD
+from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL
+from cohort.client.p2p.overlay import neighbours
+
+TOPIC = gossip_topic("test-run")
+
+
+def test_overlay_is_sparse_symmetric_connected_and_shared():
+    ids = [NodeKey.generate().node_id for _ in range(64)]
+    graph = {n: neighbours(n, ids, TOPIC) for n in ids}
+    shuffled = random.sample(ids, len(ids))
+    assert all(
+        neighbours(n, shuffled, TOPIC) == graph[n] for n in ids
+    )  # every node derives the same
+    assert all(2 <= len(nb) <= 8 for nb in graph.values())
+    assert all(a in graph[b] for a in ids for b in graph[a])  # undirected
+    reached, frontier, hops = {ids[0]}, {ids[0]}, 0
+    while frontier and hops < 64:
+        frontier = {m for n in frontier for m in graph[n]} - reached
+        reached |= frontier
+        hops += 1
+    assert reached == set(ids) and hops <= 6
+    assert neighbours(ids[0], ids[:5], TOPIC) == set(ids[1:5])  # small runs: full mesh
+    gone = next(iter(graph[ids[0]]))
+    assert gone not in neighbours(ids[0], ids, TOPIC, exclude={gone})
+    assert neighbours(ids[0], ids, gossip_topic("other-run")) != graph[ids[0]]
+
+
+def test_announcement_round_trip_and_signature():
+    key = NodeKey.generate()
+    a = Announcement.create(key, TOPIC, 7, 3, b"payload")
+    wire = a.encode()
+    b = Announcement.decode(wire)
+    assert b == a and b.id == a.id and b.verify(TOPIC)
+    assert not b.verify(gossip_topic("another run"))  # no replay across runs
+    tampered = bytearray(wire)
+    tampered[-70] ^= 1  # inside the payload
+    assert not Announcement.decode(bytes(tampered)).verify(TOPIC)
+    full = Announcement.create(key, TOPIC, 1, 0, b"x" * MAX_PAYLOAD)
+    assert len(full.encode()) == MAX_ANNOUNCEMENT
+
+
+def test_announcement_bad_input():
+    key = NodeKey.generate()
+    wire = Announcement.create(key, TOPIC, 1, 0, b"abc").encode()
+    with pytest.raises(ValueError, match="shorter"):
+        Announcement.decode(wire[:50])
+    with pytest.raises(ValueError, match="exceeds"):
+        Announcement.decode(b"\x01" * (MAX_ANNOUNCEMENT + 1))
+    with pytest.raises(ValueError, match="version"):
+        Announcement.decode(b"\x09" + wire[1:])
+    with pytest.raises(ValueError, match="payload length"):
+        Announcement.decode(wire + b"extra")
+    with pytest.raises(ValueError, match="exceeds"):
+        Announcement.create(key, TOPIC, 1, 0, b"x" * (MAX_PAYLOAD + 1))
+    with pytest.raises(ValueError, match="u64"):
+        Announcement.create(key, TOPIC, -1, 0, b"")
+    with pytest.raises(ValueError, match="topic"):
+        Announcement.create(key, b"short", 1, 0, b"")
+    with pytest.raises(ValueError):
+        GossipConfig(retain_rounds=-1)
+
+
+async def test_bad_gossip_input_is_refused_and_the_node_keeps_going(start_nodes, make_transport):
+    a, b, c = await start_nodes(3, gossip=GossipConfig(repair_interval=0))
+    got = []
+    c.gossip.on_message = got.append
+    outsider = NodeKey.generate()  # signs fine, but is not a member of the run
+
+    async def push(body: bytes) -> Status:
+        try:
+            async with a.transport.request(b.address, PUSH_PROTOCOL, body) as reply:
+                await reply.read()
+        except RemoteError as e:
+            return e.status
+        return Status.OK
+
+    valid = Announcement.create(a.transport.key, TOPIC, 1, 0, b"ok").encode()
+    forged = valid[:-64] + os.urandom(64)
+    assert await push(os.urandom(300)) == Status.BAD_REQUEST
+    assert await push(b"") == Status.BAD_REQUEST
+    assert await push(forged) == Status.BAD_REQUEST
+    assert (
+        await push(Announcement.create(outsider, TOPIC, 1, 0, b"hi").encode()) == Status.FORBIDDEN
+    )
+    assert (
+        await push(Announcement.create(a.transport.key, gossip_topic("x"), 1, 0, b"").encode())
+        == Status.BAD_REQUEST
+    )
+    assert await push(b"\x01" * (MAX_ANNOUNCEMENT + 1)) == Status.TOO_LARGE
+    assert b.gossip.stats.rejected == 5 and b.gossip.stats.delivered == 0
+
+    for body in (b"1234567", struct.pack(">Q", 0) + b"12345"):
+        with pytest.raises(RemoteError) as e:
+            async with a.transport.request(b.address, DIGEST_PROTOCOL, body):
+                pass
+        assert e.value.status == Status.BAD_REQUEST
+
+    await a.announce(1, b"still works")
+    for _ in range(200):
+        if got:
+            break
+        await asyncio.sleep(0.02)
+    assert [m.payload for m in got] == [b"still works"]
+
+
+async def test_rounds_window(start_nodes):
+    (a,) = await start_nodes(1, gossip=GossipConfig(repair_interval=0, retain_rounds=2))
+    await a.announce(1, b"r1")
+    await a.announce(1, b"r1 again")
+    assert [m.seq for m in a.gossip.received(1)] == [0, 1]
+    a.advance_round(4)
+    assert a.gossip.received(1) == []
+    with pytest.raises(ValueError, match="older"):
+        await a.announce(1, b"too late")

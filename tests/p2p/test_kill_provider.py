@@ -1,0 +1,58 @@
+"""A provider process killed (SIGKILL) mid-transfer: the fetch moves to another holder within the
+progress deadline instead of waiting out QUIC's 30 s idle timeout."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from cohort.client.p2p import (
+    Allowlist,
+    BlobFetcher,
+    BlobServer,
+    BlobStore,
+    FetchPolicy,
+    NodeKey,
+    blob_hash,
+)
+from cohort.client.p2p.__main__ import seeded_bytes
+from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL
+
+BLOB_MB, SEED = 64, 11
+PROGRESS_DEADLINE = 1.5
+
+
+async def test_provider_killed_mid_transfer(kind, make_transport, spawn_peer):
+    data = seeded_bytes(BLOB_MB << 20, SEED)
+    h = blob_hash(data)
+    client_key, holder_key = NodeKey.generate(), NodeKey.generate()
+    doomed = spawn_peer(kind, [client_key.node_id], "--random-blob", f"{BLOB_MB}:{SEED}")
+    assert doomed.blobs == [h]
+
+    allow = Allowlist([client_key.node_id, holder_key.node_id, doomed.address.node_id])
+    store = BlobStore()
+    store.put(data, 0)
+    holder = await make_transport(
+        holder_key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, 32)}
+    )
+    client = await make_transport(client_key, allow)
+    fetcher = BlobFetcher(client, BlobStore(), FetchPolicy(progress_timeout=PROGRESS_DEADLINE))
+
+    killed_at = []
+
+    def kill_once_data_flows(done: int, total: int) -> None:
+        if not killed_at and done >= 1 << 20:
+            doomed.proc.send_signal(signal.SIGKILL)
+            killed_at.append(time.monotonic())
+
+    result = await fetcher.fetch_detailed(
+        h, [doomed.address, holder.address], progress=kill_once_data_flows
+    )
+    recovered = time.monotonic() - killed_at[0]
+
+    assert result.data == data and result.provider == holder.node_id
+    assert [a.provider for a in result.failed] == [doomed.address.node_id]
+    if kind == "iroh":  # QUIC does not notice a dead peer: only our deadline saves the 30 s
+        assert "stalled" in result.failed[0].error
+    assert doomed.proc.wait(timeout=10) == -signal.SIGKILL
+    assert recovered < 2 * PROGRESS_DEADLINE + 5, f"took {recovered:.1f} s after the kill"
