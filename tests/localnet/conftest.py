@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,27 +21,12 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction, VersionedTransaction
 
 from cohort.localnet.config import LocalnetConfig
-from cohort.localnet.server import Localnet
+from cohort.localnet.server import Localnet, free_port_pair
 from cohort.sdk import loader_v3
 
 MEMO_PROGRAM = Pubkey.from_string("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr")
 LAMPORTS_PER_SOL = 1_000_000_000
 CONFIRMED = TxOpts(skip_confirmation=False, preflight_commitment=Confirmed)
-
-
-def free_port_pair() -> int:
-    """A port P with P and P+1 free right now (for a localnet started as a subprocess)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no adjacent free ports")
 
 
 def memo_elf() -> bytes:

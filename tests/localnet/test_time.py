@@ -16,6 +16,10 @@ from cohort.localnet.config import LocalnetConfig
 from cohort.localnet.server import Localnet
 
 
+def pay(payer: Keypair, to, lamports: int):
+    return transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=to, lamports=lamports))
+
+
 def clock_of(data: bytes) -> tuple[int, int]:
     """(slot, unix_timestamp) from the Clock sysvar's bytes."""
     slot, _epoch_start, _epoch, _leader_epoch, unix = struct.unpack("<QqQQq", data)
@@ -96,7 +100,7 @@ async def test_blocks_and_history_pages(chain, client: AsyncClient, payer: Keypa
     to = Keypair().pubkey()
     signatures = []
     for lamports in (10**9, 2 * 10**9, 3 * 10**9):
-        ix = transfer(TransferParams(from_pubkey=payer.pubkey(), to_pubkey=to, lamports=lamports))
+        ix = pay(payer, to, lamports)
         signatures.append((await client.send_transaction(chain.sign(payer, [ix], blockhash))).value)
     page = (await client.get_signatures_for_address(to, limit=2)).value
     assert [s.signature for s in page] == signatures[::-1][:2]

@@ -285,20 +285,22 @@ class Bank:
             return None
         svm = self.svm
         keys = resolved.keys
-        if preflight:
-            simulated = svm.simulate_transaction(tx)
-            if isinstance(simulated, FailedTransactionMetadata):
-                meta = simulated.meta()
-                raise preflight_error(
-                    failure_err(simulated), meta.logs(), meta.compute_units_consumed()
-                )
+        # Preflight is "execute, and undo it if it failed": cheaper than simulate-then-send and equivalent,
+        # because a failed transaction only changes its fee payer (and, for durable nonces, the nonce).
+        undo = (
+            [(k, svm.get_account(k)) for k in self._failure_writes(tx, keys)] if preflight else []
+        )
         pre_balances = [svm.get_balance(k) or 0 for k in keys]
         result = svm.send_transaction(tx)
         post_balances = [svm.get_balance(k) or 0 for k in keys]
         if isinstance(result, FailedTransactionMetadata):
-            if (
-                post_balances[0] == pre_balances[0]
-            ):  # no fee charged: it never loaded, so it never lands
+            landed = (
+                post_balances[0] != pre_balances[0]
+            )  # no fee charged: it never loaded, never lands
+            if preflight or not landed:
+                for key, account in undo:
+                    if account is not None:
+                        svm.set_account(key, account)
                 if preflight:
                     meta = result.meta()
                     raise preflight_error(
@@ -311,6 +313,14 @@ class Bank:
             err = None
             meta = result
         return self._land(raw, tx, signature, resolved, err, meta, pre_balances, post_balances)
+
+    @staticmethod
+    def _failure_writes(tx: VersionedTransaction, keys: list[Pubkey]) -> list[Pubkey]:
+        """The accounts a failed transaction still changes: the fee payer, and a durable nonce."""
+        if tx.uses_durable_nonce():
+            first = tx.message.instructions[0]
+            return [keys[0], keys[first.accounts[0]]]
+        return [keys[0]]
 
     def _land(
         self,

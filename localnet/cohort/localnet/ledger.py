@@ -189,12 +189,16 @@ class Ledger:
             view = view[os.write(fd, view) :]
         os.fdatasync(fd)
 
+    async def idle(self) -> None:
+        """Wait until every queued record is written (and any snapshot it triggered is finished)."""
+        while self._flusher is not None and not self._flusher.done():
+            await self._flusher
+
     async def snapshot_now(self) -> None:
         """Write a snapshot of the current state (e.g. on a clean shutdown, so restarts replay nothing)."""
         if self._capture is None:
             raise RuntimeError("on_compact() was not called: nothing to capture")
-        while self._flusher is not None and not self._flusher.done():
-            await self._flusher
+        await self.idle()
         await self.snapshot(self._capture())
 
     async def snapshot(self, records: Iterable[dict[str, Any]]) -> None:
@@ -233,8 +237,7 @@ class Ledger:
                     path.unlink()
 
     async def close(self) -> None:
-        while self._flusher is not None and not self._flusher.done():
-            await self._flusher
+        await self.idle()
         os.close(self._fd)
 
 

@@ -81,6 +81,15 @@ def _free_port_pair(host: str, attempts: int = 50) -> tuple[socket.socket, socke
     raise OSError(f"no two adjacent free ports on {host} after {attempts} attempts")
 
 
+def free_port_pair(host: str = "127.0.0.1") -> int:
+    """A port P with P and P+1 free right now (for starting a localnet in another process)."""
+    http, ws = _free_port_pair(host)
+    port = http.getsockname()[1]
+    http.close()
+    ws.close()
+    return port
+
+
 def _bound(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -99,7 +108,8 @@ class Localnet:
         self.config = config or LocalnetConfig()
         self.node: Node | None = None
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._server: web.Server | None = None
+        self._listeners: list[asyncio.Server] = []
         self._ticker: asyncio.Task[None] | None = None
         self._dispatcher: Dispatcher | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -127,14 +137,12 @@ class Localnet:
                 raise
         self.port = socks[0].getsockname()[1]
         self.node.rpc_address = f"{config.host}:{self.port}"
-        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, auto_decompress=False, access_log=None, handle_signals=False
-        )
-        await self._runner.setup()
+        # aiohttp's low-level server: one handler, no router or middleware on the hot path
+        self._server = web.Server(self._handle, auto_decompress=False, access_log=None)
+        loop = asyncio.get_running_loop()
         for sock in socks:
-            await web.SockSite(self._runner, sock).start()
+            sock.listen(1024)
+            self._listeners.append(await loop.create_server(self._server, sock=sock))
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -154,11 +162,16 @@ class Localnet:
                 await self._ticker
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for listener in self._listeners:
+            listener.close()
+        if self._server is not None:
+            await self._server.shutdown(0.5)
+        for listener in self._listeners:
+            await listener.wait_closed()
+        self._listeners.clear()
         if self.node is not None:
             await self.node.close()
-        self._runner = self._ticker = None
+        self._server = self._ticker = None
 
     async def __aenter__(self) -> Localnet:
         await self.start()
@@ -168,7 +181,7 @@ class Localnet:
         await self.stop()
 
     # --- HTTP ----------------------------------------------------------------------------------------------
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.method == "POST":
             return await self._rpc(request)
         if request.method == "OPTIONS":
@@ -182,7 +195,7 @@ class Localnet:
         )
 
     @staticmethod
-    def _preflight(request: web.Request) -> web.Response:
+    def _preflight(request: web.BaseRequest) -> web.Response:
         headers = {
             **CORS,
             "Access-Control-Allow-Methods": "POST, GET, OPTIONS",
@@ -194,7 +207,7 @@ class Localnet:
         }
         return web.Response(status=204, headers=headers)
 
-    async def _rpc(self, request: web.Request) -> web.Response:
+    async def _rpc(self, request: web.BaseRequest) -> web.Response:
         assert self._dispatcher is not None
         if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
             return _too_large(request.content_length)
@@ -206,7 +219,7 @@ class Localnet:
         return web.Response(body=response, content_type="application/json", headers=CORS)
 
     # --- websocket pubsub --------------------------------------------------------------------------------------
-    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _websocket(self, request: web.BaseRequest) -> web.WebSocketResponse:
         assert self.node is not None
         ws = web.WebSocketResponse(max_msg_size=MAX_REQUEST_BYTES, heartbeat=30)
         await ws.prepare(request)
