@@ -1,0 +1,81 @@
+"""Orthonormal DCT-II per tile: tensors <-> rows of tile coefficients.
+
+`encode` cuts the last dimension (1-D tile) or the last two dimensions (2-D tile) of a tensor
+into tiles, transforms each, and returns a (num_tiles, totalk) matrix whose rows are the
+flattened tile coefficients; leading dimensions (a bucket's stack of parameters) just add
+tiles. `decode` is the exact inverse: the basis is orthonormal, so its inverse is its transpose.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+import torch
+
+
+@lru_cache(maxsize=256)
+def dct_basis(
+    n: int, device: torch.device, dtype: torch.dtype, transform: str = "dct"
+) -> torch.Tensor:
+    """The n x n orthonormal DCT-II matrix C (coefficients = C @ signal), cached per size and device.
+
+    transform="identity" gives the identity matrix: same tiling, no change of basis.
+    """
+    if n < 1:
+        raise ValueError(f"basis size must be >= 1, got {n}")
+    if transform == "identity":
+        return torch.eye(n, dtype=dtype, device=device)
+    if transform != "dct":
+        raise ValueError(f"unknown transform {transform!r}")
+    k = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+    j = torch.arange(n, dtype=torch.float64).unsqueeze(0)
+    basis = torch.cos(math.pi * (2 * j + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
+    basis[0] /= math.sqrt(2.0)
+    return basis.to(device=device, dtype=dtype)
+
+
+def _check_tiling(shape: Sequence[int], tile: Sequence[int]) -> None:
+    if len(tile) not in (1, 2) or len(shape) < len(tile):
+        raise ValueError(f"cannot tile shape {tuple(shape)} with tile {tuple(tile)}")
+    if any(d % n for d, n in zip(shape[-len(tile) :], tile, strict=True)):
+        raise ValueError(f"tile {tuple(tile)} does not divide shape {tuple(shape)}")
+
+
+def encode(x: torch.Tensor, tile: Sequence[int], transform: str = "dct") -> torch.Tensor:
+    """Tile `x` over its last len(tile) dims and transform each tile -> (num_tiles, totalk)."""
+    _check_tiling(x.shape, tile)
+    bases = [dct_basis(n, x.device, x.dtype, transform) for n in tile]
+    if len(tile) == 1:
+        return x.reshape(-1, tile[0]) @ bases[0].T
+    (n1, n2), (c1, c2) = tile, bases
+    h, w = x.shape[-2:]
+    # rows first as one large GEMM over contiguous n2-chunks, then columns per band of n1 rows
+    rows = (x.reshape(-1, n2) @ c2.T).reshape(-1, n1, w)
+    both = (c1 @ rows).reshape(-1, h // n1, n1, w // n2, n2)
+    return both.permute(0, 1, 3, 2, 4).reshape(-1, n1 * n2)
+
+
+def decode(
+    coefficients: torch.Tensor, tile: Sequence[int], shape: Sequence[int], transform: str = "dct"
+) -> torch.Tensor:
+    """Inverse of `encode`: (num_tiles, totalk) coefficients -> a tensor of `shape`."""
+    _check_tiling(shape, tile)
+    totalk = math.prod(tile)
+    if (
+        coefficients.dim() != 2
+        or coefficients.shape[1] != totalk
+        or coefficients.numel() != math.prod(shape)
+    ):
+        raise ValueError(
+            f"coefficients {tuple(coefficients.shape)} do not fit shape {tuple(shape)} in tiles {tuple(tile)}"
+        )
+    bases = [dct_basis(n, coefficients.device, coefficients.dtype, transform) for n in tile]
+    if len(tile) == 1:
+        return (coefficients @ bases[0]).reshape(shape)
+    (n1, n2), (c1, c2) = tile, bases
+    h, w = shape[-2:]
+    bands = coefficients.reshape(-1, h // n1, w // n2, n1, n2).permute(0, 1, 3, 2, 4)
+    cols = c1.T @ bands.reshape(-1, n1, w)
+    return (cols.reshape(-1, n2) @ c2).reshape(shape)

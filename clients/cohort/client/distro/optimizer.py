@@ -1,0 +1,149 @@
+"""The DisTrO optimizer of one replica: lookahead, generate (with error feedback), apply.
+
+One training round at step t, in the overlapped pipeline (results of step t are applied at
+the start of step t + 2, so the forward of step t misses this replica's step t - 1 update):
+
+    optimizer.apply(t, results_of_step_t_minus_2)   # every replica: same bits, same weights
+    optimizer.lookahead(t)                          # w -= lr(t-1) * sign(momentum)
+    loss.backward()
+    result = optimizer.generate(t, batch)           # undo lookahead, update momentum, compress
+    payload = optimizer.codec.encode(result)        # share; keep nothing else
+
+`generate` follows Psyche's order exactly (psyche-reference 4.5): undo the lookahead, subtract
+our own previous transmission, decoupled weight decay, momentum decay, add lr * grad, DCT,
+top-k. Differences, all for numerical sturdiness:
+  * the momentum is fp32 whatever the parameter dtype, zero-initialised, with lr folded in;
+  * the lookahead is undone by restoring the saved weights, not by adding the step back, so
+    replicas cannot drift apart by rounding (w - a + a != w in floating point);
+  * with 1-bit values the error feedback removes what peers received (see DistroConfig).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from .aggregate import aggregate_signs
+from .compress import SparseTiles, compress, densify, one_bit_reconstruction
+from .config import DistroConfig
+from .dct import decode, encode
+from .layout import Bucket, Layout, plan_layout
+from .result import BatchId, DistroResult, ReceivedResult
+from .schedule import Schedule
+from .wire import WireCodec, as_received
+
+log = logging.getLogger(__name__)
+
+
+class DistroOptimizer:
+    """DisTrO for one replica over a fixed list of parameters (their order is the wire order)."""
+
+    def __init__(
+        self,
+        named_parameters: Iterable[tuple[str, torch.nn.Parameter]],
+        config: DistroConfig,
+        lr: Schedule,
+    ) -> None:
+        named = [(name, p) for name, p in named_parameters if p.requires_grad]
+        if not named:
+            raise ValueError("DistroOptimizer needs at least one trainable parameter")
+        self.config = config
+        self.lr = lr
+        self.names = [name for name, _ in named]
+        self.params = [p for _, p in named]
+        self.layout: Layout = plan_layout(((n, p.shape) for n, p in named), config)
+        self.codec = WireCodec.for_config(self.layout, config)
+        device = self.params[0].device
+        # one fp32 momentum per bucket, the bucket's parameters stacked in model order
+        self.momentum = [
+            torch.zeros(b.stacked_shape, dtype=torch.float32, device=device)
+            for b in self.layout.buckets
+        ]
+        # our previous transmission per bucket, as it is removed from the momentum (error feedback)
+        self._sent: list[SparseTiles] | None = None
+        # weights saved by `lookahead`, restored by `generate`
+        self._saved: list[torch.Tensor] | None = None
+
+    def _members(self, bucket: Bucket) -> list[torch.nn.Parameter]:
+        return [self.params[i] for i in bucket.members]
+
+    # -- the three phases of a round -------------------------------------------------------
+
+    @torch.no_grad()
+    def lookahead(self, step: int) -> None:
+        """Pre-apply our own not-yet-applied update before the forward: w -= lr(t-1) * sign(momentum)."""
+        if self._saved is not None:
+            raise RuntimeError("lookahead called twice without generate in between")
+        if self._sent is None:
+            return  # nothing generated yet: the momentum is zero
+        eta = self.lr(max(step - 1, 0))
+        self._saved = [p.detach().clone() for p in self.params]
+        for b, m in zip(self.layout.buckets, self.momentum, strict=True):
+            self._step_along(b, m.sign(), eta)
+
+    @torch.no_grad()
+    def generate(self, step: int, batch: BatchId) -> DistroResult:
+        """Fold this step's gradients into the momentum and return its compressed fast part."""
+        eta = self.lr(step)
+        if self.config.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
+        if self._saved is not None:
+            for p, saved in zip(self.params, self._saved, strict=True):
+                p.copy_(saved)
+            self._saved = None
+        transform = self.layout.transform
+        decay = self.config.compression_decay
+        wd = self.config.weight_decay
+        kept, sent = [], []
+        for i, (b, m) in enumerate(zip(self.layout.buckets, self.momentum, strict=True)):
+            members = self._members(b)
+            if self._sent is not None:
+                m.sub_(decode(densify(self._sent[i], b.totalk), b.tile, b.stacked_shape, transform))
+            if wd:
+                for p in members:
+                    p.mul_(1.0 - eta * wd)
+            if decay != 1.0:
+                m.mul_(decay)
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in members]
+            m.add_(torch.stack(grads).view(m.shape).float(), alpha=eta)
+            tiles = compress(encode(m, b.tile, transform), b.topk)
+            kept.append(tiles)
+            sent.append(self._as_removed(tiles))
+        self._sent = sent
+        return DistroResult(step=step, batch=batch, tiles=tuple(kept))
+
+    @torch.no_grad()
+    def apply(self, step: int, received: Sequence[ReceivedResult]) -> None:
+        """Sign-SGD step with lr(step) along the aggregate of all accepted results (ours included)."""
+        if self._saved is not None:
+            raise RuntimeError("apply called between lookahead and generate")
+        if not received:
+            log.warning("step %d: no results to apply, weights unchanged", step)
+            return
+        eta = self.lr(step)
+        directions = aggregate_signs(self.layout, received, self.params[0].device)
+        for b, direction in zip(self.layout.buckets, directions, strict=True):
+            self._step_along(b, direction, eta)
+
+    def _step_along(self, bucket: Bucket, direction: torch.Tensor, eta: float) -> None:
+        """w -= eta * direction for every parameter of the bucket (direction is stacked)."""
+        for p, d in zip(self._members(bucket), direction, strict=True):
+            p.sub_(d.view_as(p).to(p.dtype), alpha=eta)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def reset_momentum(self) -> None:
+        """Cold start: forget the momentum and our last transmission."""
+        for m in self.momentum:
+            m.zero_()
+        self._sent = None
+
+    def _as_removed(self, tiles: SparseTiles) -> SparseTiles:
+        """The part of the kept coefficients that counts as delivered (error feedback)."""
+        if self.config.quantize_1bit:
+            if self.config.error_feedback == "received":
+                return one_bit_reconstruction(tiles)
+            return tiles
+        return as_received(tiles, self.codec.kind)

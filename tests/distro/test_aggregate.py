@@ -1,0 +1,75 @@
+import itertools
+
+import pytest
+import torch
+
+from cohort.client.distro import (
+    BatchId,
+    DistroConfig,
+    DistroResult,
+    ReceivedResult,
+    WireCodec,
+    plan_layout,
+)
+from cohort.client.distro.aggregate import aggregate_signs, mean_coefficients
+from cohort.client.distro.compress import SparseTiles, compress
+from cohort.client.distro.dct import encode
+
+SHAPES = [("w1", (24, 32)), ("w2", (24, 32)), ("b", (32,)), ("e", (40, 8))]
+
+
+def peers(config: DistroConfig, n: int) -> tuple[WireCodec, list[bytes]]:
+    layout = plan_layout(SHAPES, config)
+    codec = WireCodec.for_config(layout, config)
+    payloads = []
+    for peer in range(n):
+        generator = torch.Generator().manual_seed(100 + peer)
+        tiles = tuple(
+            compress(encode(torch.randn(b.stacked_shape, generator=generator), b.tile), b.topk)
+            for b in layout.buckets
+        )
+        payloads.append(codec.encode(DistroResult(7, BatchId(peer, peer), tiles)))
+    return codec, payloads
+
+
+def fingerprint(tensors: list[torch.Tensor]) -> bytes:
+    return b"".join(t.contiguous().numpy().tobytes() for t in tensors)
+
+
+@pytest.mark.parametrize("quantize", [True, False])
+def test_every_arrival_order_gives_identical_bytes(quantize):
+    config = DistroConfig(
+        compression_chunk=8, compression_topk=6, quantize_1bit=quantize, value_dtype="fp32"
+    )
+    codec, payloads = peers(config, 4)
+    seen_means, seen_signs = set(), set()
+    for order in itertools.permutations(payloads):
+        received = [codec.decode(p) for p in order]
+        seen_means.add(fingerprint(list(mean_coefficients(codec.layout, received))))
+        seen_signs.add(fingerprint(aggregate_signs(codec.layout, received)))
+    assert len(seen_means) == 1 and len(seen_signs) == 1
+
+
+def test_scatter_mean_averages_only_peers_that_picked_a_coefficient():
+    layout = plan_layout([("v", (4,))], DistroConfig(compression_chunk=4, compression_topk=2))
+
+    def result(indices, values, tag):
+        tiles = SparseTiles(torch.tensor([indices]), torch.tensor([values]))
+        return ReceivedResult(
+            DistroResult(0, BatchId(0, 0), (tiles,)), commitment=bytes([tag]) * 32
+        )
+
+    a = result([0, 1], [1.0, 4.0], 1)
+    b = result([1, 3], [2.0, -6.0], 2)
+    (mean,) = mean_coefficients(layout, [a, b])
+    assert mean.tolist() == [[1.0, 3.0, 0.0, -6.0]]
+
+
+def test_repeated_or_mixed_step_results_are_rejected():
+    codec, payloads = peers(DistroConfig(compression_chunk=8, compression_topk=2), 2)
+    r = codec.decode(payloads[0])
+    with pytest.raises(ValueError, match="given twice"):
+        aggregate_signs(codec.layout, [r, r])
+    other = ReceivedResult(DistroResult(8, r.result.batch, r.result.tiles), commitment=b"\xff" * 32)
+    with pytest.raises(ValueError, match=r"different steps cannot be aggregated: \[7, 8\]"):
+        aggregate_signs(codec.layout, [r, other])
