@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 
@@ -21,9 +14,9 @@ from cohort.client.p2p import (
     NodeId,
     NodeKey,
     P2PNode,
-    PeerAddress,
     Transport,
 )
+from cohort.client.p2p.peer_process import PeerProcess
 
 KINDS = ("iroh", "http")
 
@@ -66,6 +59,12 @@ def start_nodes(kind: str, stack: AsyncExitStack) -> Callable:
         nodes = [P2PNode(new_transport(kind, k, Allowlist()), run_id, **kwargs) for k in keys]
         for node in nodes:
             await stack.enter_async_context(node)
+
+        async def quiet_gossip() -> None:  # first stop every repair loop, so that no node dials
+            for node in nodes:  # one already closed (iroh waits ~3 s for such a dial on close)
+                await node.gossip.close()
+
+        stack.push_async_callback(quiet_gossip)
         addresses = [node.address for node in nodes]
         for node in nodes:
             node.set_clients(addresses)
@@ -74,63 +73,16 @@ def start_nodes(kind: str, stack: AsyncExitStack) -> Callable:
     return start
 
 
-class PeerProcess:
-    """`python -m cohort.client.p2p serve` in its own process, killed at the end of the test."""
-
-    def __init__(self, proc: subprocess.Popen, info: dict) -> None:
-        self.proc = proc
-        self.address = PeerAddress(NodeId.from_hex(info["node_id"]), tuple(info["addrs"]))
-        self.blobs = [bytes.fromhex(b) for b in info["blobs"]]
-        self.manifests = [bytes.fromhex(m) for m in info["manifests"]]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture
 def spawn_peer() -> Callable[..., PeerProcess]:
+    """spawn_peer(kind, allow, *serve args) -> a serving peer process, killed after the test."""
     started: list[PeerProcess] = []
 
-    def spawn(
-        kind: str, allow: list[NodeId], *args: str, ready_timeout: float = 30.0
-    ) -> PeerProcess:
-        cmd = [
-            sys.executable,
-            "-m",
-            "cohort.client.p2p",
-            "serve",
-            "--transport",
-            kind,
-            "--stdin-lifeline",
-        ]
-        for node_id in allow:
-            cmd += ["--allow", node_id.hex()]
-        errors = tempfile.TemporaryFile()  # a file, not a pipe: a chatty child never blocks on it
-        proc = subprocess.Popen(
-            [*cmd, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors
-        )
-        deadline = time.monotonic() + ready_timeout
-        line = b""
-        while time.monotonic() < deadline and not line.endswith(b"\n"):
-            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-            if ready:
-                byte = os.read(proc.stdout.fileno(), 4096)
-                if not byte:
-                    break
-                line += byte
-        if not line.endswith(b"\n"):
-            proc.kill()
-            proc.wait(timeout=10)
-            errors.seek(0)
-            raise RuntimeError(f"peer process did not start: {errors.read().decode()[-2000:]}")
-        peer = PeerProcess(proc, json.loads(line))
+    def spawn(kind: str, allow: list[NodeId], *args: str) -> PeerProcess:
+        peer = PeerProcess(kind, allow, *args)
         started.append(peer)
         return peer
 
     yield spawn
     for peer in started:
-        peer.kill()
-        peer.proc.stdin.close()
-        peer.proc.stdout.close()
+        peer.stop()

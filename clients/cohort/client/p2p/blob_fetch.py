@@ -9,12 +9,13 @@ them; a provider that sends the wrong bytes or more than `max_size` is skipped.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .blob_protocol import BLOB_PROTOCOL, LENGTH_PREFIX
-from .blob_store import BlobStore, blob_hash, check_hash
+from .blob_store import BlobStore, check_hash
 from .identity import NodeId
 from .transport import READ_CHUNK, PeerAddress, Reply, Transport, TransportError
 
@@ -176,14 +177,15 @@ class BlobFetcher:
                 (size,) = LENGTH_PREFIX.unpack(header)
                 if size > limit:
                     raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
-                data = bytearray(size)
-                view = memoryview(data)
+                hasher = hashlib.sha256()  # hashed as it arrives, while the next chunk is in flight
+                chunks: list[bytes] = []
                 got = 0
                 while got < size:
                     chunk = await self._read_chunk(reply, min(READ_CHUNK, size - got))
                     if not chunk:
                         raise _BadProvider(f"reply ended after {got} of {size} bytes")
-                    view[got : got + len(chunk)] = chunk
+                    hasher.update(chunk)
+                    chunks.append(chunk)
                     got += len(chunk)
                     if progress is not None:
                         progress(got, size)
@@ -192,9 +194,9 @@ class BlobFetcher:
             except TimeoutError:
                 await self.transport.disconnect(peer.node_id)
                 raise _BadProvider(f"stalled: no bytes for {policy.progress_timeout:g} s") from None
-        if blob_hash(view) != blob:
+        if hasher.digest() != blob:
             raise _BadProvider("bytes do not match the blob hash")
-        return bytes(data)
+        return b"".join(chunks)
 
     async def _read_chunk(self, reply: Reply, max_bytes: int) -> bytes:
         async with asyncio.timeout(self.policy.progress_timeout):

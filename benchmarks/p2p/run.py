@@ -1,0 +1,226 @@
+"""P2P benchmark: blob throughput (iroh vs plain HTTP) and gossip spread over 64 nodes.
+
+    .venv/bin/python benchmarks/p2p/run.py            # full run (a few minutes on 2 cores)
+    .venv/bin/python benchmarks/p2p/run.py --quick    # fewer repetitions, smaller gossip sample
+
+Throughput: one serving process (`python -m cohort.client.p2p serve`) holds 1, 10 and 64 MiB blobs;
+clients in this process fetch them through `BlobFetcher` (sha256-verified), one client alone and
+seven at once (1→7 fan-out, aggregate MiB/s = 7 × size / time until the last one is done). Each
+figure is the median over repetitions; connections are reused between repetitions, as in a run.
+Everything is on loopback and both ends share this machine's cores: figures compare the stacks,
+they are not link speeds.
+
+Gossip: 64 nodes in this process, overlay degree ≤ 8, repair off. For each announcement (from a
+random origin), time-to-all is the time from `publish` until the 63rd node has delivered it. Bytes
+per node per announcement: announcement bytes pushed (payload level) and, for iroh, UDP bytes sent
+(wire level, QUIC framing, acks and keep-alives included), averaged over nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from cohort.client.p2p import (
+    Allowlist,
+    BlobFetcher,
+    GossipConfig,
+    HttpTransport,
+    IrohTransport,
+    NodeKey,
+    P2PNode,
+)
+from cohort.client.p2p.peer_process import PeerProcess
+
+SIZES_MB = (1, 10, 64)
+FANOUT = 7
+KINDS = ("iroh", "http")
+
+
+def make_transport(kind: str, key: NodeKey, allowlist: Allowlist):
+    return IrohTransport(key, allowlist) if kind == "iroh" else HttpTransport(key, allowlist)
+
+
+@dataclass
+class ThroughputRow:
+    kind: str
+    mode: str
+    size_mb: int
+    mb_per_s: float
+    seconds: float
+
+
+async def throughput(kind: str, reps: int) -> list[ThroughputRow]:
+    keys = [NodeKey.generate() for _ in range(FANOUT)]
+    blobs_args = [arg for i, mb in enumerate(SIZES_MB) for arg in ("--random-blob", f"{mb}:{i}")]
+    rows = []
+    with PeerProcess(kind, [k.node_id for k in keys], *blobs_args) as server:
+        allow = Allowlist([server.address.node_id])
+        clients = [make_transport(kind, k, allow) for k in keys]
+        for c in clients:
+            await c.start()
+        try:
+            for mb, blob in zip(SIZES_MB, server.blobs, strict=True):
+                for mode, group in (("single", clients[:1]), (f"1→{FANOUT}", clients)):
+                    times = []
+                    for _ in range(reps):
+                        started = time.perf_counter()
+                        await asyncio.gather(
+                            *(BlobFetcher(c).fetch(blob, [server.address]) for c in group)
+                        )
+                        times.append(time.perf_counter() - started)
+                    t = statistics.median(times)
+                    rows.append(ThroughputRow(kind, mode, mb, len(group) * mb / t, t))
+                    print(
+                        f"  {kind:4} {mode:6} {mb:3} MiB: {rows[-1].mb_per_s:7.0f} MiB/s",
+                        file=sys.stderr,
+                    )
+        finally:
+            for c in clients:
+                await c.close()
+    return rows
+
+
+@dataclass
+class GossipRow:
+    kind: str
+    nodes: int
+    payload_bytes: int
+    announcements: int
+    median_ms: float
+    max_ms: float
+    pushed_bytes_per_node: float
+    wire_bytes_per_node: float | None
+
+
+def _udp_bytes_sent(node: P2PNode) -> int:
+    stats = node.transport._endpoint.stats()
+    return stats["socket:send_ipv4"].value + stats["socket:send_ipv6"].value
+
+
+async def gossip_spread(kind: str, n: int, count: int, payload_bytes: int) -> GossipRow:
+    keys = [NodeKey.generate() for _ in range(n)]
+    nodes = [
+        P2PNode(
+            make_transport(kind, k, Allowlist()), "bench", gossip=GossipConfig(repair_interval=0)
+        )
+        for k in keys
+    ]
+    loop = asyncio.get_running_loop()
+    arrivals: dict[bytes, list[float]] = {}
+
+    def on_message(announcement) -> None:
+        arrivals.setdefault(announcement.id, []).append(loop.time())
+
+    for node in nodes:
+        node.gossip.on_message = on_message
+        await node.start()
+    try:
+        addresses = [node.address for node in nodes]
+        for node in nodes:
+            node.set_clients(addresses)
+        rng = random.Random(0)
+
+        async def announce_and_wait(round: int) -> float:
+            origin = rng.choice(nodes)
+            started = loop.time()
+            announcement = await origin.announce(round, rng.randbytes(payload_bytes))
+            async with asyncio.timeout(60):
+                while len(arrivals.get(announcement.id, ())) < n - 1:
+                    await asyncio.sleep(0.001)
+            return max(arrivals[announcement.id]) - started
+
+        for warm in range(3):  # open the overlay's connections before measuring
+            await announce_and_wait(warm)
+        await asyncio.sleep(0.2)
+        pushed0 = sum(node.gossip.stats.push_bytes_sent for node in nodes)
+        wire0 = sum(_udp_bytes_sent(node) for node in nodes) if kind == "iroh" else 0
+        spreads = [await announce_and_wait(3 + i) for i in range(count)]
+        await asyncio.sleep(0.2)  # let the last duplicate pushes finish
+        pushed = sum(node.gossip.stats.push_bytes_sent for node in nodes) - pushed0
+        wire = sum(_udp_bytes_sent(node) for node in nodes) - wire0 if kind == "iroh" else None
+    finally:
+        for node in nodes:
+            await node.close()
+    per = n * count
+    return GossipRow(
+        kind,
+        n,
+        payload_bytes,
+        count,
+        statistics.median(spreads) * 1000,
+        max(spreads) * 1000,
+        pushed / per,
+        None if wire is None else wire / per,
+    )
+
+
+def print_tables(rows: list[ThroughputRow], gossip: list[GossipRow]) -> None:
+    print("\nBlob throughput on loopback (MiB/s, median; fan-out = aggregate of 7 clients)\n")
+    print(f"| {'scenario':14} | " + " | ".join(f"{k:>7}" for k in KINDS) + " | iroh/HTTP |")
+    print("|" + "-" * 16 + "|" + "|".join("-" * 9 for _ in KINDS) + "|-----------|")
+    by = {(r.kind, r.mode, r.size_mb): r for r in rows}
+    for mode in ("single", f"1→{FANOUT}"):
+        for mb in SIZES_MB:
+            values = [by[(k, mode, mb)].mb_per_s for k in KINDS]
+            print(
+                f"| {mode + f' {mb} MiB':14} | "
+                + " | ".join(f"{v:7.0f}" for v in values)
+                + f" | {values[0] / values[1]:9.2f} |"
+            )
+    single_64 = by[("iroh", "single", 64)].mb_per_s / by[("http", "single", 64)].mb_per_s
+    fan_64 = by[("iroh", f"1→{FANOUT}", 64)].mb_per_s / by[("http", f"1→{FANOUT}", 64)].mb_per_s
+    verdict = "met" if min(single_64, fan_64) >= 0.5 else "NOT met"
+    print(
+        f"\ntarget iroh >= 0.5 x HTTP at 64 MiB: {verdict} (single {single_64:.2f}, fan-out {fan_64:.2f})"
+    )
+
+    print("\nGossip over 64 in-process nodes (overlay degree <= 8, repair off)\n")
+    print(
+        "| transport | payload B | announcements | time-to-all median ms | max ms | pushed B/node/ann | wire B/node/ann |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for g in gossip:
+        wire = "-" if g.wire_bytes_per_node is None else f"{g.wire_bytes_per_node:.0f}"
+        print(
+            f"| {g.kind} | {g.payload_bytes} | {g.announcements} | {g.median_ms:.1f} | {g.max_ms:.1f} "
+            f"| {g.pushed_bytes_per_node:.0f} | {wire} |"
+        )
+
+
+async def main(args: argparse.Namespace) -> None:
+    rows: list[ThroughputRow] = []
+    for kind in KINDS:
+        print(f"throughput, {kind} ...", file=sys.stderr)
+        rows += await throughput(kind, args.reps)
+    gossip = []
+    for kind in KINDS:
+        for payload in (256, 3900):
+            print(f"gossip, {kind}, {payload} B ...", file=sys.stderr)
+            gossip.append(await gossip_spread(kind, 64, args.announcements, payload))
+    print_tables(rows, gossip)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"throughput": [asdict(r) for r in rows], "gossip": [asdict(g) for g in gossip]},
+                f,
+                indent=1,
+            )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 repetitions, 10 announcements")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--announcements", type=int, default=30)
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    if args.quick:
+        args.reps, args.announcements = 3, 10
+    asyncio.run(main(args))
