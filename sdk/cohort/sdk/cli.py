@@ -32,5 +32,13 @@ def demo() -> None:
     demo_module.run()
 
 
+def _register_localnet() -> None:
+    # the localnet's command group lives with the localnet; registered here so `cohort localnet ...` works
+    from cohort.localnet.cli import localnet
+
+    cli.add_command(localnet)
+
+
 def main() -> None:
+    _register_localnet()
     cli()

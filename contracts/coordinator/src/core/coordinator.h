@@ -1,0 +1,62 @@
+/* The coordinator's pure core: every rule of a run's life, with no syscalls and no I/O. The on-chain
+   program and the host library (which the SDK and clients load) compile this same code, so a client can
+   predict exactly what the chain will do. Each operation returns 0 or an ERR_* code from abi.h and leaves
+   the Run unchanged when it fails. */
+#pragma once
+#include "../generated/abi.h"
+
+/* What the chain tells an instruction about the world. */
+typedef struct {
+  int64_t now;             /* Clock.unix_timestamp */
+  uint8_t slot_hash[32];   /* the most recent SlotHashes entry: unpredictable input to round seeds */
+  const SolPubkey *run_key; /* the Run account's address, copied into events */
+} CoordEnv;
+
+/* ---- run lifecycle (owner) */
+uint64_t coord_init(Run *run, const uint8_t run_id[COORD_RUN_ID_LEN], const SolPubkey *authority,
+                    const SolPubkey *join_authority);
+/* On a validation failure *why names the rule (a static string). */
+uint64_t coord_update_metadata(Run *run, const CoordEnv *env, const RunMetadata *metadata, const char **why);
+uint64_t coord_update_config(Run *run, const CoordEnv *env, const RunConfig *config, const Progress *progress,
+                             const char **why);
+uint64_t coord_update_model(Run *run, const CoordEnv *env, const ModelConfig *model, const char **why);
+uint64_t coord_set_checkpointers(Run *run, const CoordEnv *env, const SolPubkey *checkpointers);
+uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char **why);
+
+/* ---- clients */
+uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity);
+uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer);
+uint64_t coord_tick(Run *run, const CoordEnv *env);
+uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, uint16_t index);
+uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, const WitnessArgs *args);
+uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args);
+uint64_t coord_checkpoint(Run *run, const CoordEnv *env, const SolPubkey *signer, const Checkpoint *checkpoint);
+
+/* ---- validation (also used before sending); *why names the rule that failed */
+uint64_t coord_check_config(const RunConfig *config, const char **why);
+uint64_t coord_check_model(const ModelConfig *model, const char **why);
+uint64_t coord_check_model_fits_config(const ModelConfig *model, const RunConfig *config, const char **why);
+uint64_t coord_check_progress(const Progress *progress, const char **why);
+uint64_t coord_check_metadata(const RunMetadata *metadata, const char **why);
+
+/* ---- pure helpers shared with clients */
+bool coord_is_halted(uint8_t run_state);
+uint16_t coord_witness_quorum(uint16_t witness_nodes);
+uint32_t coord_batch_size(const RunConfig *config, const ModelConfig *model, uint64_t data_index);
+/* Position of `rank` in a swap-or-not shuffle of n items keyed by seed and salt ("witness"/"committee"). */
+uint64_t coord_shuffled_index(uint64_t rank, uint64_t n, uint64_t seed, const char *salt, uint64_t salt_len);
+/* The witness position of epoch client `index` in `round` (UINT64_MAX when it is not training). */
+uint64_t coord_witness_position(const Round *round, uint16_t index);
+/* Trainers of a round in data order: out[k] = the epoch index of the k-th batch's trainer. Returns count. */
+uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
+/* Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers. */
+void coord_batch_interval(const Round *round, uint64_t trainers, uint64_t k, uint64_t *start, uint64_t *end);
+/* Bloom of 32-byte commitment hashes, keyed by the witness's salt. */
+void coord_bloom_insert(uint8_t bloom[COORD_BLOOM_BYTES], uint64_t salt, const uint8_t item[32]);
+bool coord_bloom_contains(const uint8_t bloom[COORD_BLOOM_BYTES], uint64_t salt, const uint8_t item[32]);
+/* Bits of a 256-bit client bitmap. */
+static inline bool coord_bit(const uint8_t *bitmap, uint64_t i) { return (bitmap[i / 8] >> (i % 8)) & 1; }
+static inline void coord_set_bit(uint8_t *bitmap, uint64_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }
+const Round *coord_current_round(const Run *run);
+/* The round `back` rounds before the current one in this epoch, or NULL. */
+const Round *coord_round_back(const Run *run, uint32_t back);

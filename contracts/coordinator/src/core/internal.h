@@ -1,0 +1,34 @@
+/* Helpers shared by the core's files; not part of its API. */
+#pragma once
+#include <sol/error.h>
+#include <sol/math.h>
+#include <sol/mem.h>
+
+#include "coordinator.h"
+#include "platform.h"
+
+#define COORD_NO_REGISTRY 0xffff
+#define NOT_FOUND UINT64_MAX
+
+static inline bool pubkey_is_zero(const SolPubkey *key) {
+  for (int i = 0; i < SIZE_PUBKEY; i++)
+    if (key->x[i]) return false;
+  return true;
+}
+
+static inline Round *current_round(Run *run) { return &run->epoch.rounds[run->epoch.rounds_head % COORD_NUM_ROUNDS]; }
+
+/* state_machine.c */
+void change_state(Run *run, const CoordEnv *env, uint8_t to);
+void start_round_train(Run *run, const CoordEnv *env);
+void start_waiting_for_members(Run *run, const CoordEnv *env);
+void withdraw_all(Run *run);
+uint64_t healthy_count(const Run *run);
+/* Tick as part of another instruction: a due transition happens, "nothing due" is not an error. */
+void tick_opportunistically(Run *run, const CoordEnv *env);
+
+/* members.c */
+uint64_t find_registry(const Run *run, const SolPubkey *signer);
+uint64_t find_epoch_client(const Run *run, const SolPubkey *signer);
+uint64_t pending_count(const Run *run);
+uint64_t epoch_capacity(const Run *run);

@@ -1,0 +1,156 @@
+/* Who takes part: the registry of wallets (joins, exits, pruning), the epoch's members, health checks
+   and rewards bookkeeping. */
+#include "internal.h"
+
+static bool pubkey_eq(const SolPubkey *a, const SolPubkey *b) {
+  const uint8_t *x = a->x, *y = b->x;
+  for (int i = 0; i < SIZE_PUBKEY; i += 8)
+    if (sol_get_u64(x + i) != sol_get_u64(y + i)) return false;
+  return true;
+}
+
+uint64_t find_registry(const Run *run, const SolPubkey *signer) {
+  for (uint64_t i = 0; i < run->registry_len && i < COORD_MAX_CLIENTS; i++)
+    if (pubkey_eq(&run->registry[i].signer, signer)) return i;
+  return NOT_FOUND;
+}
+
+uint64_t find_epoch_client(const Run *run, const SolPubkey *signer) {
+  for (uint64_t i = 0; i < run->epoch.clients_len && i < COORD_MAX_CLIENTS; i++)
+    if (pubkey_eq(&run->epoch.clients[i].signer, signer)) return i;
+  return NOT_FOUND;
+}
+
+uint64_t pending_count(const Run *run) {
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < run->registry_len; i++) n += run->registry[i].join_marker == run->next_active;
+  return n;
+}
+
+/* Every member of an epoch must get at least one sequence per round, so an epoch holds at most
+   global_batch_size_start clients (Psyche let trainers go without data and then dropped them). */
+uint64_t epoch_capacity(const Run *run) {
+  uint64_t start = run->config.global_batch_size_start;
+  return start < COORD_MAX_CLIENTS ? start : COORD_MAX_CLIENTS;
+}
+
+uint64_t coord_init(Run *run, const uint8_t run_id[COORD_RUN_ID_LEN], const SolPubkey *authority,
+                    const SolPubkey *join_authority) {
+  sol_memset(run, 0, sizeof(Run));
+  run->version = COORD_VERSION;
+  run->run_state = RUN_STATE_UNINITIALIZED;
+  sol_memcpy(run->run_id, run_id, COORD_RUN_ID_LEN);
+  run->authority = *authority;
+  run->join_authority = *join_authority;
+  run->next_active = 1;
+  return SUCCESS;
+}
+
+/* Remove registry entry r by moving the last entry into its place; epoch members follow the move. */
+static void registry_remove(Run *run, uint64_t r) {
+  uint64_t last = run->registry_len - 1;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
+    Client *c = &run->epoch.clients[i];
+    if (c->registry_index == r) c->registry_index = COORD_NO_REGISTRY;
+    else if (c->registry_index == last) c->registry_index = (uint16_t)r;
+  }
+  if (r != last) run->registry[r] = run->registry[last];
+  sol_memset(&run->registry[last], 0, sizeof(RegistryEntry));
+  run->registry_len--;
+}
+
+/* A slot to reuse when the registry is full: the entry that joined longest ago, among those neither
+   pending nor a healthy member of the running epoch. */
+static uint64_t stale_registry_entry(const Run *run) {
+  uint8_t members[COORD_MAX_CLIENTS / 8] = {0};
+  bool running = !coord_is_halted(run->run_state) && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS;
+  for (uint64_t i = 0; running && i < run->epoch.clients_len; i++) {
+    const Client *c = &run->epoch.clients[i];
+    if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < COORD_MAX_CLIENTS) coord_set_bit(members, c->registry_index);
+  }
+  uint64_t best = NOT_FOUND;
+  for (uint64_t r = 0; r < run->registry_len; r++) {
+    if (run->registry[r].join_marker == run->next_active || coord_bit(members, r)) continue;
+    if (best == NOT_FOUND || run->registry[r].join_marker < run->registry[best].join_marker) best = r;
+  }
+  return best;
+}
+
+uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity) {
+  if (run->run_state == RUN_STATE_FINISHED) return ERR_FINISHED;
+  if (run->run_state == RUN_STATE_UNINITIALIZED) return ERR_HALTED;
+  uint64_t r = find_registry(run, signer);
+  bool already_pending = r != NOT_FOUND && run->registry[r].join_marker == run->next_active;
+  if (!already_pending && pending_count(run) >= epoch_capacity(run)) return ERR_RUN_FULL;
+  if (r == NOT_FOUND) {
+    if (run->registry_len >= COORD_MAX_CLIENTS) {
+      uint64_t stale = stale_registry_entry(run);
+      if (stale == NOT_FOUND) return ERR_REGISTRY_FULL;
+      registry_remove(run, stale);
+    }
+    r = run->registry_len++;
+    sol_memset(&run->registry[r], 0, sizeof(RegistryEntry));
+    run->registry[r].signer = *signer;
+  }
+  run->registry[r].p2p_identity = *p2p_identity;
+  run->registry[r].join_marker = run->next_active;
+  ClientJoined event = {*env->run_key, *signer, *p2p_identity};
+  coord_emit(EVENT_CLIENT_JOINED, &event, sizeof(event));
+  tick_opportunistically(run, env);
+  return SUCCESS;
+}
+
+/* Leave voluntarily (Psyche had no such instruction): stop training from the next round, and free the
+   registry slot. Points earned so far are given up with it. */
+uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer) {
+  uint64_t r = find_registry(run, signer);
+  if (r == NOT_FOUND) return ERR_NOT_A_CLIENT;
+  uint64_t i = find_epoch_client(run, signer);
+  if (i != NOT_FOUND && run->epoch.clients[i].state == CLIENT_STATE_HEALTHY && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS &&
+      !coord_is_halted(run->run_state)) {
+    run->epoch.clients[i].state = CLIENT_STATE_WITHDRAWN;
+    run->epoch.clients[i].exited_height = coord_current_round(run)->height;
+  }
+  registry_remove(run, r);
+  ClientExited event = {*env->run_key, *signer};
+  coord_emit(EVENT_CLIENT_EXITED, &event, sizeof(event));
+  tick_opportunistically(run, env);
+  return SUCCESS;
+}
+
+/* Drop clients the previous round's witnesses did not see. Witnesses of round h-1 attest the results of
+   round h-2, so a client is unhealthy when it trained in round h-2 and fewer than a quorum of those
+   witnesses list it. All listed clients must be unhealthy, or nothing happens. */
+uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args) {
+  if (run->run_state != RUN_STATE_ROUND_TRAIN && run->run_state != RUN_STATE_ROUND_WITNESS) return ERR_INVALID_RUN_STATE;
+  uint64_t me = find_epoch_client(run, signer);
+  if (me == NOT_FOUND || run->epoch.clients[me].state != CLIENT_STATE_HEALTHY) return ERR_NOT_IN_EPOCH;
+  const Round *witnessed = coord_round_back(run, 1), *trained = coord_round_back(run, 2);
+  if (witnessed == NULL || trained == NULL) return ERR_INVALID_RUN_STATE;
+  if (args->count == 0 || args->count > COORD_MAX_HEALTH_CHECKS) return ERR_INVALID_HEALTH_CHECK;
+  uint16_t quorum = coord_witness_quorum(run->config.witness_nodes);
+  uint8_t listed[COORD_MAX_CLIENTS / 8] = {0};
+  for (uint64_t k = 0; k < args->count; k++) {
+    uint16_t index = args->indices[k];
+    if (index >= run->epoch.clients_len || coord_bit(listed, index)) return ERR_INVALID_HEALTH_CHECK;
+    if (run->epoch.clients[index].state != CLIENT_STATE_HEALTHY || !coord_bit(trained->active_mask, index))
+      return ERR_INVALID_HEALTH_CHECK;
+    uint64_t seen = 0;
+    for (uint64_t w = 0; w < witnessed->witnesses_len; w++) seen += coord_bit(witnessed->witnesses[w].participants, index);
+    if (seen >= quorum) return ERR_INVALID_HEALTH_CHECK;
+    coord_set_bit(listed, index);
+  }
+  uint32_t height = coord_current_round(run)->height;
+  for (uint64_t k = 0; k < args->count; k++) {
+    Client *c = &run->epoch.clients[args->indices[k]];
+    c->state = CLIENT_STATE_DROPPED;
+    c->exited_height = height;
+    ClientDropped event = {0};
+    event.run = *env->run_key;
+    event.signer = c->signer;
+    event.index = args->indices[k];
+    coord_emit(EVENT_CLIENT_DROPPED, &event, sizeof(event));
+  }
+  tick_opportunistically(run, env);
+  return SUCCESS;
+}

@@ -1,0 +1,263 @@
+/* Phases and their timeouts (psyche-reference 1.4-1.6), with the round seed made unchoosable by the
+   ticker. All times are whole seconds of chain time. */
+#include "internal.h"
+
+const Round *coord_current_round(const Run *run) {
+  return &run->epoch.rounds[run->epoch.rounds_head % COORD_NUM_ROUNDS];
+}
+
+const Round *coord_round_back(const Run *run, uint32_t back) {
+  const Round *current = coord_current_round(run);
+  if (back > current->height || back >= COORD_NUM_ROUNDS) return NULL;
+  return &run->epoch.rounds[(run->epoch.rounds_head + COORD_NUM_ROUNDS - back) % COORD_NUM_ROUNDS];
+}
+
+/* Due when `duration` seconds have passed since `since`, and never in the second a phase began. */
+static bool timed_out(int64_t since, int64_t now, uint64_t duration) {
+  return now != since && now > since && (uint64_t)(now - since) >= duration;
+}
+
+uint64_t healthy_count(const Run *run) {
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) n += run->epoch.clients[i].state == CLIENT_STATE_HEALTHY;
+  return n;
+}
+
+void change_state(Run *run, const CoordEnv *env, uint8_t to) {
+  const Round *round = coord_current_round(run);
+  RunStateChanged event = {0};
+  event.run = *env->run_key;
+  event.from_state = run->run_state;
+  event.to_state = to;
+  event.epoch = run->progress.epoch;
+  event.step = run->progress.step;
+  event.height = round->height;
+  event.random_seed = round->random_seed;
+  event.timestamp = env->now;
+  run->run_state = to;
+  run->run_state_start = env->now;
+  coord_emit(EVENT_RUN_STATE_CHANGED, &event, sizeof(event));
+}
+
+void withdraw_all(Run *run) {
+  uint32_t height = coord_current_round(run)->height;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
+    Client *c = &run->epoch.clients[i];
+    if (c->state == CLIENT_STATE_HEALTHY) {
+      c->state = CLIENT_STATE_WITHDRAWN;
+      c->exited_height = height;
+    }
+  }
+}
+
+/* The next round's seed: sha256(previous seed || latest slot hash || digest of the witnesses submitted
+   in the round that is ending)[0..8]. A ticker cannot pick it: the slot hash is the cluster's, and the
+   witness digest is fixed by the time anyone can tick. Residual bias: whoever ticks can choose to send
+   in this slot or a later one (a different slot hash), i.e. a few tries per round, not a free choice. */
+static uint64_t next_seed(const Run *run, const CoordEnv *env) {
+  uint8_t last[8], digest[32];
+  sol_put_u64(last, run->last_seed);
+  SolBytes parts[3] = {{last, 8}, {env->slot_hash, 32}, {coord_current_round(run)->witness_digest, 32}};
+  coord_sha256(parts, 3, digest);
+  return sol_get_u64(digest);
+}
+
+void start_round_train(Run *run, const CoordEnv *env) {
+  EpochState *epoch = &run->epoch;
+  uint64_t seed = next_seed(run, env);
+  const Round *previous = coord_current_round(run);
+  uint64_t data_index;
+  uint32_t height;
+  bool first = epoch->first_round;
+  if (first) {
+    data_index = run->progress.epoch_start_data_index;
+    height = 0;
+    epoch->rounds_head = 0;
+  } else {
+    data_index = previous->data_index + previous->batch_size;
+    height = previous->height + 1;
+    epoch->rounds_head = (epoch->rounds_head + 1) % COORD_NUM_ROUNDS;
+  }
+  Round *round = current_round(run);
+  sol_memset(round, 0, sizeof(Round));
+  round->data_index = data_index;
+  round->height = height;
+  round->random_seed = seed;
+  round->batch_size = coord_batch_size(&run->config, &run->model, data_index);
+  for (uint64_t i = 0; i < epoch->clients_len; i++) {
+    if (epoch->clients[i].state == CLIENT_STATE_HEALTHY) {
+      coord_set_bit(round->active_mask, i);
+      round->active_count++;
+    }
+  }
+  run->last_seed = seed;
+  if (first) run->next_active++; /* this epoch's joins are consumed: joining again means the next epoch */
+  change_state(run, env, RUN_STATE_ROUND_TRAIN);
+}
+
+void start_waiting_for_members(Run *run, const CoordEnv *env) {
+  change_state(run, env, run->progress.step >= run->config.total_steps ? RUN_STATE_FINISHED : RUN_STATE_WAITING_FOR_MEMBERS);
+}
+
+/* WaitingForMembers -> Warmup: freeze the epoch's members (pending joins, in registry order, up to the
+   epoch capacity). If none of the previous epoch's members came back, no peer can serve the model, so a
+   P2P checkpoint falls back to its repo. */
+static void start_epoch(Run *run, const CoordEnv *env) {
+  EpochState *epoch = &run->epoch;
+  uint8_t previous_members[COORD_MAX_CLIENTS / 8] = {0};
+  for (uint64_t i = 0; i < epoch->clients_len; i++)
+    if (epoch->clients[i].registry_index < COORD_MAX_CLIENTS) coord_set_bit(previous_members, epoch->clients[i].registry_index);
+  bool returning = false;
+  uint64_t capacity = epoch_capacity(run);
+  bool cold_start = epoch->cold_start_epoch;
+  sol_memset(epoch, 0, sizeof(EpochState));
+  epoch->cold_start_epoch = cold_start;
+  epoch->first_round = true;
+  epoch->start_step = run->progress.step;
+  epoch->start_timestamp = env->now;
+  for (uint64_t r = 0; r < run->registry_len && epoch->clients_len < capacity; r++) {
+    const RegistryEntry *entry = &run->registry[r];
+    if (entry->join_marker != run->next_active) continue;
+    returning |= coord_bit(previous_members, r);
+    Client *c = &epoch->clients[epoch->clients_len++];
+    c->signer = entry->signer;
+    c->p2p_identity = entry->p2p_identity;
+    c->state = CLIENT_STATE_HEALTHY;
+    c->registry_index = (uint16_t)r;
+  }
+  Checkpoint *ck = &run->model.checkpoint;
+  if (!returning && ck->kind == CHECKPOINT_KIND_P2P) ck->kind = CHECKPOINT_KIND_HUB;
+  if (!returning && ck->kind == CHECKPOINT_KIND_P2P_GCS) ck->kind = CHECKPOINT_KIND_GCS;
+  change_state(run, env, RUN_STATE_WARMUP);
+}
+
+/* RoundWitness timeout: the round is over. */
+static void end_round(Run *run, const CoordEnv *env) {
+  EpochState *epoch = &run->epoch;
+  const Round *round = coord_current_round(run);
+  const RunConfig *config = &run->config;
+  epoch->first_round = false;
+  run->progress.step++;
+  if (round->witnesses_len == 0) {
+    withdraw_all(run);
+    change_state(run, env, RUN_STATE_COOLDOWN);
+    return;
+  }
+  if (epoch->last_step == 0 && timed_out(epoch->start_timestamp, env->now, config->epoch_time) &&
+      run->progress.step + 2 >= 4)
+    epoch->last_step = run->progress.step + 2; /* two flush rounds apply the results still in flight */
+  bool flushed = epoch->last_step != 0 && run->progress.step == epoch->last_step;
+  if (flushed || healthy_count(run) < config->min_clients || round->witnesses_len < coord_witness_quorum(config->witness_nodes) ||
+      run->progress.step >= config->total_steps || run->pending_pause) {
+    change_state(run, env, RUN_STATE_COOLDOWN);
+    return;
+  }
+  start_round_train(run, env);
+}
+
+/* Cooldown timeout: the epoch is over. Healthy finishers earn one point per round of the epoch. */
+static void end_epoch(Run *run, const CoordEnv *env) {
+  const Round *round = coord_current_round(run);
+  run->progress.epoch_start_data_index = round->data_index + round->batch_size;
+  run->progress.epoch++;
+  uint64_t rounds = (uint64_t)round->height + 1;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
+    const Client *c = &run->epoch.clients[i];
+    if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < run->registry_len)
+      run->registry[c->registry_index].earned = sol_sat_add_u64(run->registry[c->registry_index].earned, rounds);
+  }
+  Checkpoint *ck = &run->model.checkpoint;
+  if (ck->kind == CHECKPOINT_KIND_HUB || ck->kind == CHECKPOINT_KIND_DUMMY) ck->kind = CHECKPOINT_KIND_P2P;
+  else if (ck->kind == CHECKPOINT_KIND_GCS) ck->kind = CHECKPOINT_KIND_P2P_GCS;
+  if (run->pending_pause) {
+    withdraw_all(run);
+    run->pending_pause = false;
+    run->epoch.cold_start_epoch = true;
+    change_state(run, env, RUN_STATE_PAUSED);
+    return;
+  }
+  run->epoch.cold_start_epoch = false;
+  start_waiting_for_members(run, env);
+}
+
+uint64_t coord_tick(Run *run, const CoordEnv *env) {
+  const RunConfig *config = &run->config;
+  int64_t since = run->run_state_start;
+  switch (run->run_state) {
+    case RUN_STATE_WAITING_FOR_MEMBERS:
+      if (pending_count(run) >= config->init_min_clients && timed_out(since, env->now, config->waiting_for_members_extra_time)) {
+        start_epoch(run, env);
+        return SUCCESS;
+      }
+      return ERR_NOTHING_TO_TICK;
+    case RUN_STATE_WARMUP:
+      if (healthy_count(run) < config->min_clients) {
+        withdraw_all(run);
+        start_waiting_for_members(run, env);
+        return SUCCESS;
+      }
+      if (timed_out(since, env->now, config->warmup_time)) {
+        start_round_train(run, env);
+        return SUCCESS;
+      }
+      return ERR_NOTHING_TO_TICK;
+    case RUN_STATE_ROUND_TRAIN:
+      if (timed_out(since, env->now, config->max_round_train_time)) {
+        change_state(run, env, RUN_STATE_ROUND_WITNESS);
+        return SUCCESS;
+      }
+      return ERR_NOTHING_TO_TICK;
+    case RUN_STATE_ROUND_WITNESS:
+      if (timed_out(since, env->now, config->round_witness_time)) {
+        end_round(run, env);
+        return SUCCESS;
+      }
+      return ERR_NOTHING_TO_TICK;
+    case RUN_STATE_COOLDOWN:
+      if (timed_out(since, env->now, config->cooldown_time)) {
+        end_epoch(run, env);
+        return SUCCESS;
+      }
+      return ERR_NOTHING_TO_TICK;
+    default:
+      return ERR_HALTED;
+  }
+}
+
+void tick_opportunistically(Run *run, const CoordEnv *env) {
+  if (!coord_is_halted(run->run_state)) (void)coord_tick(run, env);
+}
+
+/* ---- pause / resume (owner) */
+
+uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char **why) {
+  if (paused) {
+    if (coord_is_halted(run->run_state)) return ERR_HALTED;
+    if (run->run_state == RUN_STATE_WAITING_FOR_MEMBERS || run->run_state == RUN_STATE_WARMUP) {
+      withdraw_all(run);
+      run->epoch.cold_start_epoch = true;
+      change_state(run, env, RUN_STATE_PAUSED);
+    } else {
+      run->pending_pause = true; /* takes effect when the current round ends: Cooldown, then Paused */
+    }
+    return SUCCESS;
+  }
+  if (!coord_is_halted(run->run_state)) {
+    if (!run->pending_pause) return ERR_CANNOT_RESUME;
+    run->pending_pause = false; /* resuming before the pause took effect cancels it */
+    return SUCCESS;
+  }
+  if (run->run_state == RUN_STATE_FINISHED) return ERR_CANNOT_RESUME;
+  Progress progress = run->progress;
+  if (run->run_state == RUN_STATE_UNINITIALIZED && progress.step == 0) progress.step = 1; /* first opening */
+  uint64_t status = coord_check_config(&run->config, why);
+  if (status == SUCCESS) status = coord_check_model(&run->model, why);
+  if (status == SUCCESS) status = coord_check_model_fits_config(&run->model, &run->config, why);
+  if (status == SUCCESS) status = coord_check_progress(&progress, why);
+  if (status != SUCCESS) return status;
+  run->progress = progress;
+  run->next_active++; /* joins made before the pause do not carry over */
+  start_waiting_for_members(run, env);
+  tick_opportunistically(run, env);
+  return SUCCESS;
+}

@@ -1,0 +1,322 @@
+/* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
+   Every rule about runs lives in ../core; this file only knows Solana. */
+#include "accounts.h"
+
+#define MAX_ACCOUNTS 6
+#define TRY(expr)                               \
+  do {                                          \
+    uint64_t status_ = (expr);                  \
+    if (status_ != SUCCESS) return status_;     \
+  } while (0)
+
+static uint64_t need_accounts(const SolParameters *p, uint64_t n) {
+  return p->ka_num >= n ? SUCCESS : ERR_MISSING_ACCOUNTS;
+}
+
+/* Log the rule a validation failed on, then pass the error through. */
+static uint64_t explain(uint64_t status, const char *why) {
+  if (status != SUCCESS && why) sol_log(why);
+  return status;
+}
+
+/* A successful change of the Run: clients drop stale websocket notifications by this number. */
+static uint64_t changed(Run *run, uint64_t status) {
+  if (status == SUCCESS) run->nonce++;
+  return status;
+}
+
+/* ---- instructions signed by the run's authority: [authority, run, (slot_hashes)] */
+
+static uint64_t load_as_authority(SolParameters *p, Run **run) {
+  TRY(need_accounts(p, 2));
+  TRY(check_signer(&p->ka[0]));
+  TRY(load_run(p, &p->ka[1], true, run));
+  return sol_pubkey_eq(p->ka[0].key, &(*run)->authority) ? SUCCESS : ERR_UNAUTHORIZED;
+}
+
+static CoordEnv env_without_randomness(const SolAccountInfo *run_account) {
+  CoordEnv env = {0};
+  SolClock clock;
+  if (sol_get_clock_sysvar(&clock) == SUCCESS) env.now = clock.unix_timestamp;
+  env.run_key = run_account->key;
+  return env;
+}
+
+__attribute__((noinline)) static uint64_t update_metadata(SolParameters *p) {
+  Run *run;
+  const UpdateMetadataArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_authority(p, &run));
+  CoordEnv env = env_without_randomness(&p->ka[1]);
+  const char *why = NULL;
+  return changed(run, explain(coord_update_metadata(run, &env, &args->metadata, &why), why));
+}
+
+__attribute__((noinline)) static uint64_t update_config(SolParameters *p) {
+  Run *run;
+  const UpdateConfigArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_authority(p, &run));
+  CoordEnv env = env_without_randomness(&p->ka[1]);
+  const char *why = NULL;
+  return changed(run, explain(coord_update_config(run, &env, &args->config, &args->progress, &why), why));
+}
+
+__attribute__((noinline)) static uint64_t update_model(SolParameters *p) {
+  Run *run;
+  const UpdateModelArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_authority(p, &run));
+  CoordEnv env = env_without_randomness(&p->ka[1]);
+  const char *why = NULL;
+  return changed(run, explain(coord_update_model(run, &env, &args->model, &why), why));
+}
+
+__attribute__((noinline)) static uint64_t set_checkpointers(SolParameters *p) {
+  Run *run;
+  const SetCheckpointersArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_authority(p, &run));
+  CoordEnv env = env_without_randomness(&p->ka[1]);
+  return changed(run, coord_set_checkpointers(run, &env, args->checkpointers));
+}
+
+__attribute__((noinline)) static uint64_t set_paused(SolParameters *p) {
+  Run *run;
+  const SetPausedArgs *args;
+  CoordEnv env;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  if (args->paused > 1) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(load_as_authority(p, &run));
+  TRY(need_accounts(p, 3));
+  TRY(load_env(&p->ka[2], &p->ka[1], &env));
+  const char *why = NULL;
+  return changed(run, explain(coord_set_paused(run, &env, args->paused, &why), why));
+}
+
+/* ---- instructions any client signs: [user, run, slot_hashes] */
+
+static uint64_t load_as_client(SolParameters *p, uint64_t slot_hashes_at, Run **run, CoordEnv *env) {
+  TRY(need_accounts(p, slot_hashes_at + 1));
+  TRY(check_signer(&p->ka[0]));
+  TRY(load_run(p, &p->ka[1], true, run));
+  return load_env(&p->ka[slot_hashes_at], &p->ka[1], env);
+}
+
+__attribute__((noinline)) static uint64_t tick(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA; /* no arguments */
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_tick(run, &env));
+}
+
+__attribute__((noinline)) static uint64_t exit_run(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_exit(run, &env, p->ka[0].key));
+}
+
+/* An Authorized run admits a wallet that holds an allowing JoinAuthorization for this run. */
+static uint64_t check_join_authorization(const SolParameters *p, const Run *run) {
+  if (run->config.join_policy != JOIN_POLICY_AUTHORIZED) return SUCCESS;
+  const SolAccountInfo *a = &p->ka[2];
+  if (check_program_account(p, a, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, false) != SUCCESS)
+    return ERR_JOIN_NOT_AUTHORIZED;
+  const JoinAuthorization *auth = (const JoinAuthorization *)(a->data + DISCRIMINATOR_LEN);
+  bool valid = auth->allowed && sol_pubkey_eq(&auth->run, p->ka[1].key) && sol_pubkey_eq(&auth->grantee, p->ka[0].key);
+  return valid ? SUCCESS : ERR_JOIN_NOT_AUTHORIZED;
+}
+
+__attribute__((noinline)) static uint64_t join_run(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const JoinRunArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 3, &run, &env));
+  TRY(check_join_authorization(p, run));
+  return changed(run, coord_join(run, &env, p->ka[0].key, &args->p2p_identity));
+}
+
+__attribute__((noinline)) static uint64_t warmup_witness(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const WarmupWitnessArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_warmup_witness(run, &env, p->ka[0].key, args->index));
+}
+
+__attribute__((noinline)) static uint64_t witness(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const WitnessArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_witness(run, &env, p->ka[0].key, args));
+}
+
+__attribute__((noinline)) static uint64_t health_check(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const HealthCheckArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_health_check(run, &env, p->ka[0].key, args));
+}
+
+__attribute__((noinline)) static uint64_t checkpoint(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const CheckpointArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_checkpoint(run, &env, p->ka[0].key, &args->checkpoint));
+}
+
+/* ---- creation and removal */
+
+static const char RUN_SEED[] = "run";
+static const char JOIN_SEED[] = "join";
+
+/* Length of a NUL-padded run id: 1..32 bytes, nothing after the first NUL. */
+static uint64_t run_id_length(const uint8_t *run_id, uint64_t *len) {
+  uint64_t n = 0;
+  while (n < COORD_RUN_ID_LEN && run_id[n]) n++;
+  for (uint64_t i = n; i < COORD_RUN_ID_LEN; i++)
+    if (run_id[i]) return ERR_RUN_ID_INVALID;
+  *len = n;
+  return n == 0 ? ERR_RUN_ID_INVALID : SUCCESS;
+}
+
+/* [payer, authority, run (created by the caller, zeroed, owned by us), run_index PDA, system program] */
+__attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
+  const InitializeRunArgs *args;
+  uint64_t id_len;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(run_id_length(args->run_id, &id_len));
+  TRY(need_accounts(p, 5));
+  SolAccountInfo *payer = &p->ka[0], *authority = &p->ka[1], *run_account = &p->ka[2], *index = &p->ka[3];
+  TRY(check_signer(payer));
+  TRY(check_signer(authority));
+  if (!sol_pubkey_eq(run_account->owner, p->program_id)) return ERR_WRONG_ACCOUNT_OWNER;
+  if (run_account->data_len != RUN_ACCOUNT_SIZE) return ERR_WRONG_ACCOUNT_SIZE;
+  if (!run_account->is_writable || !index->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (sol_get_u64(run_account->data) != 0) return ERR_ALREADY_INITIALIZED;
+  if (sol_pubkey_eq(run_account->key, index->key)) return ERR_DUPLICATE_ACCOUNT;
+
+  SolSignerSeed seeds[3] = {{(const uint8_t *)RUN_SEED, sizeof(RUN_SEED) - 1}, {args->run_id, id_len}, {NULL, 1}};
+  SolPubkey expected;
+  uint8_t bump;
+  TRY(sol_try_find_program_address(seeds, 2, p->program_id, &expected, &bump));
+  if (!sol_pubkey_eq(&expected, index->key)) return ERR_WRONG_PDA;
+  if (index->data_len != 0 || *index->lamports != 0) return ERR_ALREADY_INITIALIZED;
+  seeds[2].addr = &bump;
+  SolSignerSeeds signer = {seeds, 3};
+  SolCreateAccount create = {payer, index, &p->ka[4], RUN_INDEX_ACCOUNT_SIZE, p->program_id, &signer};
+  TRY(sol_create_account(&create));
+
+  sol_put_u64(index->data, ACCOUNT_RUN_INDEX);
+  RunIndex *run_index = (RunIndex *)(index->data + DISCRIMINATOR_LEN);
+  run_index->bump = bump;
+  sol_memcpy(run_index->run_id, args->run_id, COORD_RUN_ID_LEN);
+  run_index->run = *run_account->key;
+  run_index->authority = *authority->key;
+
+  sol_put_u64(run_account->data, ACCOUNT_RUN);
+  Run *run = (Run *)(run_account->data + DISCRIMINATOR_LEN);
+  return changed(run, coord_init(run, args->run_id, authority->key, &args->join_authority));
+}
+
+/* [join_authority (pays), run, authorization PDA ["join", run, grantee], system program] */
+__attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *p) {
+  const SetJoinAuthorizationArgs *args;
+  Run *run;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  if (args->allowed > 1) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(need_accounts(p, 4));
+  SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
+  TRY(check_signer(grantor));
+  TRY(load_run(p, &p->ka[1], false, &run));
+  if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
+  if (!auth_account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (auth_account->data_len == 0) {
+    SolSignerSeed seeds[4] = {{(const uint8_t *)JOIN_SEED, sizeof(JOIN_SEED) - 1},
+                              {p->ka[1].key->x, SIZE_PUBKEY},
+                              {args->grantee.x, SIZE_PUBKEY},
+                              {NULL, 1}};
+    SolPubkey expected;
+    uint8_t bump;
+    TRY(sol_try_find_program_address(seeds, 3, p->program_id, &expected, &bump));
+    if (!sol_pubkey_eq(&expected, auth_account->key)) return ERR_WRONG_PDA;
+    seeds[3].addr = &bump;
+    SolSignerSeeds signer = {seeds, 4};
+    SolCreateAccount create = {grantor, auth_account, &p->ka[3], JOIN_AUTHORIZATION_ACCOUNT_SIZE, p->program_id, &signer};
+    TRY(sol_create_account(&create));
+    sol_put_u64(auth_account->data, ACCOUNT_JOIN_AUTHORIZATION);
+    JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
+    auth->bump = bump;
+    auth->run = *p->ka[1].key;
+    auth->grantee = args->grantee;
+  } else {
+    TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
+  }
+  JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
+  if (!sol_pubkey_eq(&auth->run, p->ka[1].key) || !sol_pubkey_eq(&auth->grantee, &args->grantee)) return ERR_WRONG_PDA;
+  auth->allowed = args->allowed;
+  return SUCCESS;
+}
+
+/* [authority, run, run_index, recipient]: only while halted; both accounts' rent goes to the recipient. */
+__attribute__((noinline)) static uint64_t close_run(SolParameters *p) {
+  Run *run;
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(load_as_authority(p, &run));
+  TRY(need_accounts(p, 4));
+  SolAccountInfo *run_account = &p->ka[1], *index = &p->ka[2], *recipient = &p->ka[3];
+  TRY(check_program_account(p, index, ACCOUNT_RUN_INDEX, RUN_INDEX_ACCOUNT_SIZE, true));
+  const RunIndex *run_index = (const RunIndex *)(index->data + DISCRIMINATOR_LEN);
+  if (!sol_pubkey_eq(&run_index->run, run_account->key)) return ERR_WRONG_PDA;
+  if (!recipient->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (sol_pubkey_eq(recipient->key, run_account->key) || sol_pubkey_eq(recipient->key, index->key))
+    return ERR_DUPLICATE_ACCOUNT;
+  if (!coord_is_halted(run->run_state)) return ERR_NOT_HALTED;
+  uint64_t total;
+  if (!sol_add_u64(*run_account->lamports, *index->lamports, &total) || !sol_add_u64(*recipient->lamports, total, &total))
+    return ERR_ARITHMETIC_OVERFLOW;
+  *recipient->lamports = total;
+  *run_account->lamports = 0;
+  *index->lamports = 0;
+  sol_memset(run_account->data, 0, run_account->data_len);
+  sol_memset(index->data, 0, index->data_len);
+  sol_account_set_data_len(run_account, 0);
+  sol_account_set_data_len(index, 0);
+  return SUCCESS;
+}
+
+uint64_t entrypoint(const uint8_t *input) {
+  SolAccountInfo accounts[MAX_ACCOUNTS];
+  SolParameters params = {.ka = accounts};
+  sol_deserialize(input, &params, MAX_ACCOUNTS);
+  if (params.data_len < DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION;
+  switch (sol_get_u64(params.data)) {
+    case IX_INITIALIZE_RUN: return initialize_run(&params);
+    case IX_UPDATE_METADATA: return update_metadata(&params);
+    case IX_UPDATE_CONFIG: return update_config(&params);
+    case IX_UPDATE_MODEL: return update_model(&params);
+    case IX_SET_CHECKPOINTERS: return set_checkpointers(&params);
+    case IX_SET_PAUSED: return set_paused(&params);
+    case IX_SET_JOIN_AUTHORIZATION: return set_join_authorization(&params);
+    case IX_JOIN_RUN: return join_run(&params);
+    case IX_EXIT_RUN: return exit_run(&params);
+    case IX_TICK: return tick(&params);
+    case IX_WARMUP_WITNESS: return warmup_witness(&params);
+    case IX_WITNESS: return witness(&params);
+    case IX_HEALTH_CHECK: return health_check(&params);
+    case IX_CHECKPOINT: return checkpoint(&params);
+    case IX_CLOSE_RUN: return close_run(&params);
+    default: return ERR_INVALID_INSTRUCTION;
+  }
+}

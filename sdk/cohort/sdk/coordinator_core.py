@@ -1,0 +1,181 @@
+"""The coordinator's pure core, loaded from its host build: the very rules the chain runs, for predictions
+("what would a tick do now", "who witnesses this round", "which batches are mine") and for tests.
+
+State is the Run account's bytes after the 8-byte discriminator; arguments are the IDL's Borsh encodings,
+which are byte-for-byte the C structs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+from solders.pubkey import Pubkey
+
+from cohort.sbf import build
+
+from .idl import Idl
+
+COORDINATOR_DIR = build.CONTRACTS_DIR / "coordinator"
+IDL_PATH = COORDINATOR_DIR / "idl.json"
+HOST_LIBRARY = build.TARGET_DIR / "host" / "libcoordinator.so"
+
+
+def load_idl() -> Idl:
+    return Idl.load(IDL_PATH)
+
+
+class _Env(ctypes.Structure):
+    _fields_ = [
+        ("now", ctypes.c_int64),
+        ("slot_hash", ctypes.c_uint8 * 32),
+        ("run_key", ctypes.c_void_p),
+    ]
+
+
+@dataclass(frozen=True)
+class Env:
+    """What the chain tells an instruction: Clock time, the latest slot hash, the Run account's address."""
+
+    now: int
+    slot_hash: bytes
+    run_key: Pubkey
+
+
+class CoordinatorCore:
+    """ctypes binding of contracts/target/host/libcoordinator.so (built on first use)."""
+
+    def __init__(self, library: Path | None = None, idl: Idl | None = None) -> None:
+        if library is None:
+            if not HOST_LIBRARY.exists():
+                build.build_all(["coordinator"], log=lambda _: None)
+            library = HOST_LIBRARY
+        self.lib = ctypes.CDLL(str(library))
+        self.idl = idl or load_idl()
+        self.run_size = self.idl.account_size("Run") - 8
+        self.lib.coord_host_run_size.restype = ctypes.c_uint64
+        if self.lib.coord_host_run_size() != self.run_size:
+            raise RuntimeError("the host library and the IDL disagree on the Run layout; rebuild")
+        for name in ("coord_tick", "coord_join", "coord_exit", "coord_warmup_witness", "coord_witness",
+                     "coord_health_check", "coord_checkpoint", "coord_set_paused", "coord_update_config",
+                     "coord_update_model", "coord_update_metadata", "coord_set_checkpointers", "coord_init"):  # fmt: skip
+            getattr(self.lib, name).restype = ctypes.c_uint64
+        self.lib.coord_host_take_events.restype = ctypes.c_uint64
+        self.lib.coord_shuffled_index.restype = ctypes.c_uint64
+        self.lib.coord_witness_position.restype = ctypes.c_uint64
+        self.lib.coord_witness_position.argtypes = [ctypes.c_char_p, ctypes.c_uint16]
+        self.lib.coord_trainer_order.restype = ctypes.c_uint64
+        self.lib.coord_batch_size.restype = ctypes.c_uint32
+        self.lib.coord_witness_quorum.restype = ctypes.c_uint16
+        self.lib.coord_bloom_contains.restype = ctypes.c_bool
+
+    # -- plumbing -------------------------------------------------------------------------------------
+    def _state(self, run: bytearray):
+        if len(run) != self.run_size:
+            raise ValueError(f"Run state must be {self.run_size} bytes, got {len(run)}")
+        return (ctypes.c_char * len(run)).from_buffer(run)
+
+    @staticmethod
+    def _env(env: Env) -> tuple[_Env, ctypes.Array]:
+        key = ctypes.create_string_buffer(bytes(env.run_key), 32)
+        c_env = _Env(
+            env.now, (ctypes.c_uint8 * 32)(*env.slot_hash), ctypes.cast(key, ctypes.c_void_p)
+        )
+        return c_env, key
+
+    @staticmethod
+    def _key(key: Pubkey) -> ctypes.Array:
+        return ctypes.create_string_buffer(bytes(key), 32)
+
+    def _call(self, name: str, run: bytearray, env: Env, *args) -> int:
+        state = self._state(run)
+        c_env, _keep = self._env(env)
+        return getattr(self.lib, name)(state, ctypes.byref(c_env), *args)
+
+    def _args(self, type_name: str, value: dict) -> ctypes.Array:
+        return ctypes.create_string_buffer(self.idl.encode({"defined": {"name": type_name}}, value))
+
+    def take_events(self) -> list[tuple[str, dict]]:
+        buffer = ctypes.create_string_buffer(64 * 1024)
+        n = self.lib.coord_host_take_events(buffer, len(buffer))
+        raw, events, at = buffer.raw[:n], [], 0
+        while at < n:
+            length = int.from_bytes(raw[at : at + 4], "little")
+            event = self.idl.decode_event(raw[at + 4 : at + 4 + length])
+            if event is not None:
+                events.append(event)
+            at += 4 + length
+        return events
+
+    # -- operations: each returns 0 or the program error code -----------------------------------------
+    def init(self, run: bytearray, run_id: bytes, authority: Pubkey, join_authority: Pubkey) -> int:
+        return self.lib.coord_init(
+            self._state(run),
+            run_id.ljust(32, b"\0"),
+            self._key(authority),
+            self._key(join_authority),
+        )
+
+    def tick(self, run: bytearray, env: Env) -> int:
+        return self._call("coord_tick", run, env)
+
+    def join(self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey) -> int:
+        return self._call("coord_join", run, env, self._key(signer), self._key(p2p_identity))
+
+    def exit(self, run: bytearray, env: Env, signer: Pubkey) -> int:
+        return self._call("coord_exit", run, env, self._key(signer))
+
+    def warmup_witness(self, run: bytearray, env: Env, signer: Pubkey, index: int) -> int:
+        return self._call(
+            "coord_warmup_witness", run, env, self._key(signer), ctypes.c_uint16(index)
+        )
+
+    def witness(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
+        return self._call(
+            "coord_witness", run, env, self._key(signer), self._args("WitnessArgs", args)
+        )
+
+    def health_check(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
+        return self._call(
+            "coord_health_check", run, env, self._key(signer), self._args("HealthCheckArgs", args)
+        )
+
+    def checkpoint(self, run: bytearray, env: Env, signer: Pubkey, checkpoint: dict) -> int:
+        return self._call(
+            "coord_checkpoint", run, env, self._key(signer), self._args("Checkpoint", checkpoint)
+        )
+
+    def set_paused(self, run: bytearray, env: Env, paused: bool) -> int:
+        return self._call("coord_set_paused", run, env, ctypes.c_bool(paused), None)
+
+    def update_config(self, run: bytearray, env: Env, config: dict, progress: dict) -> int:
+        return self._call("coord_update_config", run, env, self._args("RunConfig", config),
+                          self._args("Progress", progress), None)  # fmt: skip
+
+    def update_model(self, run: bytearray, env: Env, model: dict) -> int:
+        return self._call("coord_update_model", run, env, self._args("ModelConfig", model), None)
+
+    # -- predictions ----------------------------------------------------------------------------------
+    def round_bytes(self, run: bytes, back: int = 0) -> bytes | None:
+        """Raw bytes of the current round (back=0) or an earlier one of this epoch."""
+        state = self.idl.decode_account("Run", b"\0" * 0 + self.idl.accounts["Run"] + bytes(run))
+        epoch = state["epoch"]
+        rounds = epoch["rounds"]
+        height = rounds[epoch["rounds_head"] % len(rounds)]["height"]
+        if back > height or back >= len(rounds):
+            return None
+        slot = (epoch["rounds_head"] + len(rounds) - back) % len(rounds)
+        return self.idl.encode({"defined": {"name": "Round"}}, rounds[slot])
+
+    def witness_position(self, round_: bytes, index: int) -> int | None:
+        position = self.lib.coord_witness_position(round_, index)
+        return None if position == 2**64 - 1 else position
+
+    def trainer_order(self, round_: bytes) -> list[int]:
+        out = (ctypes.c_uint16 * 256)()
+        n = self.lib.coord_trainer_order(round_, out)
+        return list(out[:n])
+
+    def quorum(self, witness_nodes: int) -> int:
+        return self.lib.coord_witness_quorum(ctypes.c_uint16(witness_nodes))

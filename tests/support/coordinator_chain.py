@@ -1,0 +1,211 @@
+"""Test support: a LiteSVM chain with the coordinator deployed, wallets, time under the test's control,
+and default run configurations."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from solders.clock import Clock
+from solders.hash import Hash
+from solders.keypair import Keypair
+from solders.litesvm import LiteSVM
+from solders.message import Message
+from solders.pubkey import Pubkey
+from solders.system_program import CreateAccountParams, create_account
+from solders.transaction import Transaction
+from solders.transaction_metadata import FailedTransactionMetadata, TransactionMetadata
+
+from cohort.sdk.coordinator_core import Env
+from cohort.sdk.idl import Idl
+
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+TIMING = {
+    "warmup_time": 10,
+    "cooldown_time": 10,
+    "max_round_train_time": 20,
+    "round_witness_time": 5,
+    "epoch_time": 300,
+    "global_batch_size_warmup_tokens": 0,
+    "waiting_for_members_extra_time": 2,
+}
+
+
+def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
+    config = dict(TIMING)
+    config.update(
+        total_steps=1000,
+        init_min_clients=clients,
+        min_clients=max(1, clients // 2),
+        witness_nodes=min(max(1, clients // 2), 8),
+        global_batch_size_start=max(clients, 8),
+        global_batch_size_end=max(2 * clients, 16),
+        join_policy="Open",
+    )
+    config.update(overrides)
+    return config
+
+
+def make_model(**overrides: Any) -> dict[str, Any]:
+    model = {
+        "architecture": "HfLlama",
+        "data_type": "Pretraining",
+        "max_seq_len": 512,
+        "cold_start_warmup_steps": 0,
+        "preset": b"llama-20m",
+        "checkpoint": {"kind": "Hub", "step": 0, "repo": b"cohort/llama-20m", "revision": b"", "weights_sha256": bytes(32)},
+        "data_location": b"kjv",
+        "lr_schedule": {"kind": "Cosine", "base_lr": 4e-4, "final_lr": 4e-5, "warmup_steps": 10, "stable_steps": 0, "total_steps": 1000},
+        "optimizer": {"compression_decay": 0.999, "clip_grad_norm": 1.0, "weight_decay": 0.0, "compression_topk": 4,
+                      "compression_chunk": 64, "quantize_1bit": True},
+    }  # fmt: skip
+    model.update(overrides)
+    return model
+
+
+class ProgramFailed(AssertionError):
+    def __init__(self, err: object, logs: list[str], code: int | None, name: str | None) -> None:
+        self.err, self.logs, self.code, self.name = err, logs, code, name
+        super().__init__(f"{name or err}\n" + "\n".join(logs))
+
+
+class Chain:
+    """The coordinator in LiteSVM, a clock the test moves, and instruction sending by IDL name."""
+
+    def __init__(self, elf: bytes, idl: Idl) -> None:
+        self.svm = LiteSVM()
+        self.idl = idl
+        self.program_id = Keypair().pubkey()
+        self.svm.add_program(self.program_id, elf)
+        self.payer = Keypair()
+        self.svm.airdrop(self.payer.pubkey(), 10_000 * 10**9)
+        self.slot = 1000
+        self.now = T0
+        self._set_time()
+
+    # -- time -----------------------------------------------------------------------------------------
+    def slot_hash(self) -> bytes:
+        return hashlib.sha256(struct.pack("<Q", self.slot)).digest()
+
+    def _set_time(self) -> None:
+        self.svm.warp_to_slot(self.slot)
+        self.svm.set_clock(Clock(self.slot, T0, 0, 1, self.now))
+        self.svm.set_slot_hashes([(self.slot - 1, Hash(self.slot_hash()))])
+
+    def advance(self, seconds: int) -> None:
+        """Move chain time forward (and the slot, and the slot hash with it)."""
+        self.now += seconds
+        self.slot += max(1, seconds * 5 // 2)
+        self._set_time()
+
+    def env(self, run: Pubkey) -> Env:
+        return Env(self.now, self.slot_hash(), run)
+
+    # -- transactions ---------------------------------------------------------------------------------
+    def send(self, instructions: Sequence, signers: Sequence[Keypair] = ()) -> TransactionMetadata:
+        unique = {bytes(k.pubkey()): k for k in [self.payer, *signers]}
+        tx = Transaction(
+            list(unique.values()),
+            Message(list(instructions), self.payer.pubkey()),
+            self.svm.latest_blockhash(),
+        )
+        result = self.svm.send_transaction(tx)
+        self.svm.expire_blockhash()
+        if isinstance(result, FailedTransactionMetadata):
+            code = _custom_code(result.err())
+            known = self.idl.error(code) if code is not None else None
+            raise ProgramFailed(
+                result.err(), list(result.meta().logs()), code, known.name if known else None
+            )
+        return result
+
+    def ix(self, name: str, accounts: dict[str, Pubkey], args: dict | None = None):
+        return self.idl.instruction(name, accounts, args, program_id=self.program_id)
+
+    def call(
+        self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
+    ):
+        """An instruction whose signer account is `user` or `authority` and whose run is `run`."""
+        names = [a["name"] for a in self.idl.instructions[name]["accounts"]]
+        keys = {"run": run, **accounts}
+        for role in ("user", "authority"):
+            if role in names:
+                keys[role] = signer.pubkey()
+        return self.send([self.ix(name, keys, args)], [signer])
+
+    def fails(
+        self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
+    ) -> str:
+        """Expect a program error; returns its IDL name. The run's bytes must be unchanged."""
+        before = self.run_bytes(run)
+        with pytest.raises(ProgramFailed) as e:
+            self.call(name, signer, run, args, **accounts)
+        assert self.run_bytes(run) == before, "a failed instruction changed the run"
+        return e.value.name or str(e.value.err)
+
+    # -- accounts -------------------------------------------------------------------------------------
+    def wallet(self, sol: int = 10) -> Keypair:
+        kp = Keypair()
+        self.svm.airdrop(kp.pubkey(), sol * 10**9)
+        return kp
+
+    def run_index_address(self, run_id: bytes) -> Pubkey:
+        return Pubkey.find_program_address([b"run", run_id], self.program_id)[0]
+
+    def create_run(
+        self, authority: Keypair, run_id: bytes = b"test-run", join_authority: Pubkey | None = None
+    ) -> Pubkey:
+        run = Keypair()
+        size = self.idl.account_size("Run")
+        lamports = self.svm.minimum_balance_for_rent_exemption(size)
+        create = create_account(
+            CreateAccountParams(from_pubkey=self.payer.pubkey(), to_pubkey=run.pubkey(), lamports=lamports,
+                                space=size, owner=self.program_id)
+        )  # fmt: skip
+        init = self.ix(
+            "initialize_run",
+            {"payer": self.payer.pubkey(), "authority": authority.pubkey(), "run": run.pubkey(),
+             "run_index": self.run_index_address(run_id)},
+            {"run_id": run_id, "join_authority": join_authority or authority.pubkey()},
+        )  # fmt: skip
+        self.send([create, init], [run, authority])
+        return run.pubkey()
+
+    def open_run(
+        self, authority: Keypair, run: Pubkey, config: dict, model: dict | None = None
+    ) -> None:
+        self.call(
+            "update_config",
+            authority,
+            run,
+            {"config": config, "progress": {"epoch": 0, "step": 1, "epoch_start_data_index": 0}},
+        )
+        self.call("update_model", authority, run, {"model": model or make_model()})
+        self.call("set_paused", authority, run, {"paused": False})
+
+    def run_bytes(self, run: Pubkey) -> bytes:
+        return bytes(self.svm.get_account(run).data)
+
+    def state(self, run: Pubkey) -> dict[str, Any]:
+        return self.idl.decode_account("Run", self.run_bytes(run))
+
+    def join(
+        self,
+        wallet: Keypair,
+        run: Pubkey,
+        p2p: Pubkey | None = None,
+        authorization: Pubkey | None = None,
+    ):
+        return self.call("join_run", wallet, run, {"p2p_identity": p2p or Keypair().pubkey()},
+                         authorization=authorization or run)  # fmt: skip
+
+
+def _custom_code(err: object) -> int | None:
+    text = str(err)
+    if "Custom(" not in text:
+        return None
+    return int(text.split("Custom(")[1].split(")")[0])
