@@ -11,7 +11,7 @@ import pytest
 
 from cohort.client.p2p import Announcement, GossipConfig, NodeKey, RemoteError, Status, gossip_topic
 from cohort.client.p2p.announcement import MAX_ANNOUNCEMENT, MAX_PAYLOAD
-from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL
+from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL, repair_frames
 from cohort.client.p2p.overlay import neighbours
 
 TOPIC = gossip_topic("test-run")
@@ -125,3 +125,25 @@ async def test_rounds_window(start_nodes):
     assert a.gossip.received(1) == []
     with pytest.raises(ValueError, match="older"):
         await a.announce(1, b"too late")
+
+
+class ChunkedReply:
+    """A reply that yields fixed chunks (stands in for a peer's digest answer)."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+
+    async def read(self, max_bytes: int = 1 << 20) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+async def test_repair_reply_framing():
+    key = NodeKey.generate()
+    wires = [Announcement.create(key, TOPIC, 1, i, b"p" * i).encode() for i in range(3)]
+    stream = b"".join(struct.pack(">H", len(w)) + w for w in wires)
+    split = ChunkedReply(stream[:5], stream[5:150], stream[150:])  # frames cut anywhere
+    assert [w async for w in repair_frames(split)] == wires
+    with pytest.raises(ValueError, match="inside a frame"):
+        [w async for w in repair_frames(ChunkedReply(stream[:-1]))]
+    with pytest.raises(ValueError, match="exceeds"):
+        [w async for w in repair_frames(ChunkedReply(struct.pack(">H", MAX_ANNOUNCEMENT + 1)))]

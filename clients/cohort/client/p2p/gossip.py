@@ -232,6 +232,9 @@ class Gossip:
                 Status.TOO_LARGE, "too many announcements from this origin this round"
             )
         self._remember(announcement)
+        if announcement.origin == self._me:  # our own, from before a restart: pass it on only
+            self._push_to_neighbours(announcement, skip={sender})
+            return True
         self.stats.delivered += 1
         if self.on_message is not None:
             try:
@@ -325,7 +328,7 @@ class Gossip:
                 async with self.transport.request(
                     peer, DIGEST_PROTOCOL, self._digest(), open_timeout=self.config.send_timeout
                 ) as reply:
-                    async for data in _frames(reply):
+                    async for data in repair_frames(reply):
                         try:
                             announcement = Announcement.decode(data)
                             new += self._ingest(announcement, peer.node_id)
@@ -362,7 +365,7 @@ class Gossip:
         await reply.write(bytes(batch))
 
 
-async def _frames(reply: Reply) -> AsyncIterator[bytes]:
+async def repair_frames(reply: Reply) -> AsyncIterator[bytes]:
     """Split a digest reply into announcements (u16 length-prefixed)."""
     buffer = bytearray()
     while True:

@@ -247,6 +247,7 @@ class IrohTransport(Transport):
                 incoming = await endpoint.accept_next()
             except IrohError as e:
                 log.debug("accept_next: %s", describe(e))
+                await asyncio.sleep(0.01)
                 continue
             if incoming is None:
                 return
@@ -297,7 +298,7 @@ class IrohTransport(Transport):
             await _reject(send, Status.BAD_REQUEST, "request not finished in time")
             return
         except IrohError as e:
-            if "TooLong" in describe(e) or "too long" in describe(e).lower():
+            if "TooLong" in describe(e):
                 await recv.stop(_STOP_ABANDONED)
                 await _reject(send, Status.TOO_LARGE, f"request frame over {self._max_frame} bytes")
             return

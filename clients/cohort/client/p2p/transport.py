@@ -207,6 +207,7 @@ class Transport(abc.ABC):
             async with asyncio.timeout(open_timeout):
                 reply = await self._open(peer, protocol, body)
         except TimeoutError as e:
+            await self.disconnect(peer.node_id)  # a connection that did not answer is not reused
             raise PeerUnreachable(
                 f"{peer.node_id!r} did not answer {protocol!r} within {open_timeout:g} s"
             ) from e
