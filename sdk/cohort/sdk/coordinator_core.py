@@ -96,6 +96,10 @@ class CoordinatorCore:
     def _args(self, type_name: str, value: dict) -> ctypes.Array:
         return ctypes.create_string_buffer(self.idl.encode({"defined": {"name": type_name}}, value))
 
+    def _ix_args(self, instruction: str, value: dict) -> ctypes.Array:
+        """An instruction's argument struct, as the program reads it after the discriminator."""
+        return ctypes.create_string_buffer(self.idl.instruction_data(instruction, value)[8:])
+
     def take_events(self) -> list[tuple[str, dict]]:
         buffer = ctypes.create_string_buffer(64 * 1024)
         n = self.lib.coord_host_take_events(buffer, len(buffer))
@@ -133,12 +137,12 @@ class CoordinatorCore:
 
     def witness(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
         return self._call(
-            "coord_witness", run, env, self._key(signer), self._args("WitnessArgs", args)
+            "coord_witness", run, env, self._key(signer), self._ix_args("witness", args)
         )
 
     def health_check(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
         return self._call(
-            "coord_health_check", run, env, self._key(signer), self._args("HealthCheckArgs", args)
+            "coord_health_check", run, env, self._key(signer), self._ix_args("health_check", args)
         )
 
     def checkpoint(self, run: bytearray, env: Env, signer: Pubkey, checkpoint: dict) -> int:

@@ -128,7 +128,16 @@ class Idl:
                     raise IdlError(f"{path}: expected a bool, got {value!r}")
                 return bytes([value])
             if type_ == "pubkey":
-                return bytes(value if isinstance(value, Pubkey) else Pubkey.from_string(str(value)))
+                if isinstance(value, (bytes, bytearray)):
+                    if len(value) != 32:
+                        raise IdlError(f"{path}: a pubkey is 32 bytes, got {len(value)}")
+                    return bytes(value)
+                try:
+                    return bytes(
+                        value if isinstance(value, Pubkey) else Pubkey.from_string(str(value))
+                    )
+                except ValueError as e:
+                    raise IdlError(f"{path}: {value!r} is not a base58 address ({e})") from e
             if type_ == "string":
                 raw = str(value).encode()
                 return struct.pack("<I", len(raw)) + raw

@@ -1,0 +1,267 @@
+"""Randomized sequences of valid and invalid instructions from many wallets, with clock jumps.
+
+1. Against the host build of the core (thousands of steps): invariants after every step, and a failed
+   operation never changes a byte.
+2. The same generator against the on-chain program and the host core in lockstep: same result code, same
+   events and identical Run bytes after every step — chain and host agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+from support.coordinator_chain import Chain, ProgramFailed, make_config, make_model
+
+from cohort.sdk.coordinator_core import CoordinatorCore, Env
+
+CONFIG = make_config(
+    3,
+    warmup_time=3,
+    cooldown_time=3,
+    max_round_train_time=4,
+    round_witness_time=2,
+    epoch_time=40,
+    waiting_for_members_extra_time=1,
+    min_clients=2,
+    witness_nodes=2,
+    global_batch_size_start=6,
+    global_batch_size_end=9,
+    global_batch_size_warmup_tokens=512 * 40,
+    total_steps=60,
+)
+NONCE_OFFSET = 8  # Run.nonce: after version u32, run_state, pending_pause, _pad[2]
+
+
+@dataclass
+class Op:
+    name: str
+    signer: int  # wallet index, -1 = authority
+    args: dict = field(default_factory=dict)
+    advance: int = 0
+
+
+class Generator:
+    """Mostly plausible operations (elected witnesses, members' indices) mixed with wrong ones."""
+
+    def __init__(self, seed: int, wallets: int, core: CoordinatorCore) -> None:
+        self.rng = random.Random(seed)
+        self.wallets = wallets
+        self.core = core
+
+    def next(self, state: dict, run_bytes: bytes) -> Op:
+        rng = self.rng
+        roll = rng.random()
+        members = state["epoch"]["clients"][: state["epoch"]["clients_len"]]
+        if roll < 0.25:
+            return Op("advance", 0, advance=rng.choice([1, 1, 2, 3, 5, 8, 40]))
+        if roll < 0.40:
+            return Op("tick", rng.randrange(self.wallets))
+        if roll < 0.55:
+            return Op(
+                "join_run",
+                rng.randrange(self.wallets),
+                {"p2p_identity": bytes([rng.randrange(4)]) * 32},
+            )
+        if roll < 0.75 and members:
+            index = rng.randrange(len(members))
+            round_ = self.core.round_bytes(run_bytes)
+            position = self.core.witness_position(round_, index)
+            step = state["progress"]["step"] + (rng.random() < 0.1)
+            args = {
+                "step": step,
+                "index": index,
+                "position": position
+                if position is not None and rng.random() < 0.9
+                else rng.randrange(4),
+                "participants": bytes(rng.randrange(256) for _ in range(32)),
+                "bloom_salt": rng.randrange(2**64),
+                "broadcast_bloom": rng.randbytes(512),
+                "metadata": {
+                    "loss": 2.5,
+                    "tokens_per_sec": 10.0,
+                    "bytes_sent": 1,
+                    "bytes_received": 2,
+                },
+            }
+            return Op("witness", self._member_wallet(members, index, rng), args)
+        if roll < 0.83 and members:
+            index = rng.randrange(len(members))
+            return Op("warmup_witness", self._member_wallet(members, index, rng), {"index": index})
+        if roll < 0.87:
+            return Op("exit_run", rng.randrange(self.wallets))
+        if roll < 0.92 and members:
+            k = rng.randrange(1, 3)
+            indices = [rng.randrange(len(members)) for _ in range(k)]
+            args = {"count": k, "indices": indices + [0] * (32 - k)}
+            return Op(
+                "health_check", self._member_wallet(members, rng.randrange(len(members)), rng), args
+            )
+        if roll < 0.95:
+            checkpoint = {"kind": rng.choice(["Hub", "Gcs", "P2P"]), "step": state["progress"]["step"],
+                          "repo": b"org/model", "revision": b"", "weights_sha256": rng.randbytes(32)}  # fmt: skip
+            return Op("checkpoint", rng.choice([0, -2]), {"checkpoint": checkpoint})
+        return Op("set_paused", -1, {"paused": rng.random() < 0.5})
+
+    def _member_wallet(self, members: list, index: int, rng: random.Random) -> int:
+        # usually the member itself; sometimes someone else (must be rejected)
+        return -3 if rng.random() < 0.1 else index
+
+
+class Twin:
+    """Wallets and their mapping to members, shared by the host and chain runs."""
+
+    def __init__(self, chain: Chain, wallets: int) -> None:
+        self.chain = chain
+        self.authority = chain.wallet()
+        self.checkpointer = chain.wallet()
+        self.wallets = [chain.wallet() for _ in range(wallets)]
+        self.outsider = Keypair()
+
+    def signer(self, op: Op, state: dict) -> Keypair:
+        if op.signer == -1:
+            return self.authority
+        if op.signer == -2:
+            return self.checkpointer
+        if op.signer == -3:
+            return self.outsider
+        if op.name in ("witness", "warmup_witness", "health_check"):
+            member = state["epoch"]["clients"][op.signer]["signer"]
+            return next((w for w in self.wallets if w.pubkey() == member), self.outsider)
+        return self.wallets[op.signer]
+
+
+def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: Pubkey) -> int:
+    calls = {
+        "tick": lambda: core.tick(run, env),
+        "join_run": lambda: core.join(
+            run, env, signer, Pubkey.from_bytes(op.args.get("p2p_identity", bytes(32)))
+        ),
+        "exit_run": lambda: core.exit(run, env, signer),
+        "witness": lambda: core.witness(run, env, signer, op.args),
+        "warmup_witness": lambda: core.warmup_witness(run, env, signer, op.args.get("index", 0)),
+        "health_check": lambda: core.health_check(run, env, signer, op.args),
+        "checkpoint": lambda: core.checkpoint(run, env, signer, op.args.get("checkpoint", {})),
+        "set_paused": lambda: core.set_paused(run, env, op.args.get("paused", False)),
+    }
+    code = calls[op.name]()
+    if code == 0:  # the program bumps the nonce on every successful change
+        nonce = int.from_bytes(run[NONCE_OFFSET : NONCE_OFFSET + 8], "little") + 1
+        run[NONCE_OFFSET : NONCE_OFFSET + 8] = nonce.to_bytes(8, "little")
+    return code
+
+
+def check_invariants(state: dict, previous: dict | None) -> None:
+    epoch, config = state["epoch"], state["config"]
+    assert state["run_state"] in ("Uninitialized", "WaitingForMembers", "Warmup", "RoundTrain", "RoundWitness",
+                                  "Cooldown", "Finished", "Paused")  # fmt: skip
+    assert state["registry_len"] <= 256 and epoch["clients_len"] <= 256
+    assert epoch["clients_len"] <= config["global_batch_size_start"]
+    registry = [e["signer"] for e in state["registry"][: state["registry_len"]]]
+    assert len(set(registry)) == len(registry), "a wallet is registered twice"
+    members = epoch["clients"][: epoch["clients_len"]]
+    assert len({c["signer"] for c in members}) == len(members), "a wallet is in the epoch twice"
+    pending = sum(
+        e["join_marker"] == state["next_active"] for e in state["registry"][: state["registry_len"]]
+    )
+    assert pending <= config["global_batch_size_start"]
+    for round_ in epoch["rounds"]:
+        mask = int.from_bytes(round_["active_mask"], "little")
+        assert bin(mask).count("1") == round_["active_count"]
+        assert mask >> epoch["clients_len"] == 0, "an active bit beyond the epoch's clients"
+        indices = [w["index"] for w in round_["witnesses"][: round_["witnesses_len"]]]
+        assert len(set(indices)) == len(indices), "a client witnessed twice in one round"
+        assert round_["witnesses_len"] <= 32
+    for c in members:
+        if c["state"] != "Healthy":
+            assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256
+    if previous is not None:
+        assert state["progress"]["step"] >= previous["progress"]["step"], "step went backwards"
+        assert state["nonce"] >= previous["nonce"]
+        if previous["run_state"] == "Finished":
+            assert state["run_state"] == "Finished"
+
+
+def _setup(chain: Chain, twin: Twin) -> Pubkey:
+    run = chain.create_run(twin.authority, b"random-run")
+    chain.open_run(twin.authority, run, CONFIG, make_model(cold_start_warmup_steps=2))
+    chain.call(
+        "set_checkpointers",
+        twin.authority,
+        run,
+        {"checkpointers": [twin.checkpointer.pubkey()] + [Pubkey.default()] * 7},
+    )
+    return run
+
+
+def test_host_core_invariants_over_thousands_of_operations(chain, core):
+    twin = Twin(chain, wallets=9)
+    run = _setup(chain, twin)
+    host = bytearray(chain.run_bytes(run)[8:])
+    generator = Generator(seed=1, wallets=9, core=core)
+    now, slot = chain.now, chain.slot
+    previous = None
+    successes = 0
+    states_seen = set()
+    for i in range(3000):
+        state = core.idl.decode_account("Run", core.idl.accounts["Run"] + bytes(host))
+        check_invariants(state, previous)
+        states_seen.add(state["run_state"])
+        previous = state
+        op = generator.next(state, bytes(host))
+        if op.name == "advance":
+            now += op.advance
+            slot += op.advance * 5 // 2 + 1
+            continue
+        env = Env(now, slot.to_bytes(8, "little") * 4, run)
+        before = bytes(host)
+        code = host_apply(core, host, env, op, twin.signer(op, state).pubkey())
+        core.take_events()
+        if code:
+            assert bytes(host) == before, (
+                f"step {i}: {op.name} failed with {code} but changed the state"
+            )
+        else:
+            successes += 1
+    assert successes > 600
+    assert {"WaitingForMembers", "Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states_seen
+
+
+def test_chain_and_host_agree_bit_for_bit(chain, core):
+    twin = Twin(chain, wallets=7)
+    run = _setup(chain, twin)
+    host = bytearray(chain.run_bytes(run)[8:])
+    generator = Generator(seed=2, wallets=7, core=core)
+    codes = set()
+    states = set()
+    successes = 0
+    for i in range(500):
+        state = chain.state(run)
+        states.add(state["run_state"])
+        op = generator.next(state, bytes(host))
+        if op.name == "advance":
+            chain.advance(op.advance)
+            continue
+        signer = twin.signer(op, state)
+        host_code = host_apply(core, host, chain.env(run), op, signer.pubkey())
+        host_events = core.take_events()
+        try:
+            accounts = {"authorization": run} if op.name == "join_run" else {}
+            result = chain.call(op.name, signer, run, op.args or None, **accounts)
+            chain_code, chain_events = 0, chain.idl.events_in_logs(list(result.logs()))
+        except ProgramFailed as e:
+            chain_code, chain_events = e.code, []
+        assert chain_code == host_code, (
+            f"step {i}: {op.name}: chain {chain_code} != host {host_code}"
+        )
+        if host_code == 0:
+            assert chain_events == host_events, f"step {i}: {op.name}: events differ"
+        assert chain.run_bytes(run)[8:] == bytes(host), f"step {i}: {op.name}: state differs"
+        codes.add(host_code)
+        successes += host_code == 0
+    assert successes > 50 and len(codes) >= 5, (
+        f"the generator exercised too little: {sorted(codes)}"
+    )
+    assert {"Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states
