@@ -40,7 +40,9 @@ async def test_slots_follow_the_wall_clock_and_sysvars_follow_slots(chain_type) 
         # slots follow the wall clock: at least the sleep's worth, at most the whole elapsed time's worth
         assert 0.3 / 0.05 - 2 <= second - first <= elapsed / 0.05 + 2
         # Clock and SlotHashes read in one request, so both come from the same slot
-        clock_account, hashes_account = (await client.get_multiple_accounts([CLOCK, SLOT_HASHES])).value
+        clock_account, hashes_account = (
+            await client.get_multiple_accounts([CLOCK, SLOT_HASHES])
+        ).value
         clock_slot, unix = clock_of(clock_account.data)
         assert clock_slot >= second
         block_time = (await client.get_block_time(clock_slot)).value
