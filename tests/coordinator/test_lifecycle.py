@@ -4,59 +4,13 @@ rounds, cooldown, the next epoch, and Finished at total_steps — with 8 and wit
 from __future__ import annotations
 
 import pytest
-from support.coordinator_chain import make_config, make_model
-
-ALL_PARTICIPANTS = b"\xff" * 32
-
-
-def witness_args(chain, core, run, index: int, step: int) -> dict | None:
-    """The witness a client would send this round, or None when it is not elected."""
-    round_ = core.round_bytes(chain.run_bytes(run)[8:])
-    position = core.witness_position(round_, index)
-    state = chain.state(run)
-    if position is None or position >= state["config"]["witness_nodes"]:
-        return None
-    return {
-        "step": step,
-        "index": index,
-        "position": position,
-        "participants": ALL_PARTICIPANTS,
-        "bloom_salt": 7,
-        "broadcast_bloom": b"\x01" * 512,
-        "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20},
-    }
-
-
-def play_round(chain, core, run, members) -> int:
-    """Elected witnesses submit (RoundTrain -> RoundWitness), then the witness time passes and a tick
-    ends the round. Returns the number of witnesses."""
-    state = chain.state(run)
-    assert state["run_state"] == "RoundTrain"
-    step = state["progress"]["step"]
-    submitted = 0
-    for index, wallet in enumerate(members):
-        args = witness_args(chain, core, run, index, step)
-        if args is not None:
-            chain.call("witness", wallet, run, args)
-            submitted += 1
-    assert submitted == state["config"]["witness_nodes"]
-    assert chain.state(run)["run_state"] == "RoundWitness"
-    chain.advance(state["config"]["round_witness_time"])
-    chain.call("tick", members[0], run)
-    return submitted
-
-
-def start_epoch(chain, run, members, config) -> None:
-    for wallet in members:
-        chain.join(wallet, run)
-    chain.advance(config["waiting_for_members_extra_time"])
-    chain.call("tick", members[0], run)
-    state = chain.state(run)
-    assert state["run_state"] == "Warmup"
-    assert state["epoch"]["clients_len"] == len(members)
-    for index in range(config["witness_nodes"]):
-        chain.call("warmup_witness", members[index], run, {"index": index})
-    assert chain.state(run)["run_state"] == "RoundTrain"
+from support.coordinator_chain import (
+    make_config,
+    make_model,
+    play_round,
+    start_epoch,
+    witness_args,
+)
 
 
 @pytest.mark.parametrize("clients", [8, 32])

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from solders.account import Account
 from solders.clock import Clock
 from solders.hash import Hash
+from solders.instruction import Instruction
 from solders.keypair import Keypair
 from solders.litesvm import LiteSVM
 from solders.message import Message
@@ -19,10 +21,11 @@ from solders.system_program import CreateAccountParams, create_account
 from solders.transaction import Transaction
 from solders.transaction_metadata import FailedTransactionMetadata, TransactionMetadata
 
-from cohort.sdk.coordinator_core import Env
+from cohort.sdk.coordinator_core import CoordinatorCore, Env
 from cohort.sdk.idl import Idl
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+ALL_PARTICIPANTS = b"\xff" * 32  # a witness's participant bitmap that saw everyone
 
 TIMING = {
     "warmup_time": 10,
@@ -91,10 +94,14 @@ class Chain:
     def slot_hash(self) -> bytes:
         return hashlib.sha256(struct.pack("<Q", self.slot)).digest()
 
-    def _set_time(self) -> None:
+    def _set_time(self, slot_hash: bytes | None = None) -> None:
         self.svm.warp_to_slot(self.slot)
         self.svm.set_clock(Clock(self.slot, T0, 0, 1, self.now))
-        self.svm.set_slot_hashes([(self.slot - 1, Hash(self.slot_hash()))])
+        self.svm.set_slot_hashes([(self.slot - 1, Hash(slot_hash or self.slot_hash()))])
+
+    def set_slot_hash(self, slot_hash: bytes) -> None:
+        """Same slot and clock, another latest SlotHashes entry (as another fork would have)."""
+        self._set_time(slot_hash)
 
     def advance(self, seconds: int) -> None:
         """Move chain time forward (and the slot, and the slot hash with it)."""
@@ -130,22 +137,39 @@ class Chain:
         self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
     ):
         """An instruction whose signer account is `user` or `authority` and whose run is `run`."""
+        return self.send([self.call_ix(name, signer, run, args, **accounts)], [signer])
+
+    def call_ix(
+        self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
+    ) -> Instruction:
         names = [a["name"] for a in self.idl.instructions[name]["accounts"]]
         keys = {"run": run, **accounts}
         for role in ("user", "authority"):
             if role in names:
                 keys[role] = signer.pubkey()
-        return self.send([self.ix(name, keys, args)], [signer])
+        return self.ix(name, keys, args)
 
     def fails(
         self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
     ) -> str:
         """Expect a program error; returns its IDL name. The run's bytes must be unchanged."""
-        before = self.run_bytes(run)
+        return self.failure(name, signer, run, args, **accounts).name or "?"
+
+    def failure(
+        self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
+    ) -> ProgramFailed:
+        """Like `fails`, but returns the whole failure (error name, code and logs)."""
+        return self.send_fails([self.call_ix(name, signer, run, args, **accounts)], [signer], run)
+
+    def send_fails(
+        self, instructions: Sequence, signers: Sequence[Keypair], watch: Pubkey
+    ) -> ProgramFailed:
+        """Expect the transaction to fail, leaving the bytes of the account `watch` unchanged."""
+        before = self.account_bytes(watch)
         with pytest.raises(ProgramFailed) as e:
-            self.call(name, signer, run, args, **accounts)
-        assert self.run_bytes(run) == before, "a failed instruction changed the run"
-        return e.value.name or str(e.value.err)
+            self.send(instructions, signers)
+        assert self.account_bytes(watch) == before, "a failed instruction changed the account"
+        return e.value
 
     # -- accounts -------------------------------------------------------------------------------------
     def wallet(self, sol: int = 10) -> Keypair:
@@ -190,6 +214,29 @@ class Chain:
     def run_bytes(self, run: Pubkey) -> bytes:
         return bytes(self.svm.get_account(run).data)
 
+    def account_bytes(self, address: Pubkey) -> bytes | None:
+        account = self.svm.get_account(address)
+        return None if account is None else bytes(account.data)
+
+    def put_account(self, address: Pubkey, data: bytes, owner: Pubkey | None = None) -> None:
+        """Store an account as is (rent-exempt), owned by the program unless told otherwise."""
+        lamports = self.svm.minimum_balance_for_rent_exemption(len(data))
+        self.svm.set_account(address, Account(lamports, data, owner or self.program_id))
+
+    def write_run(self, run: Pubkey, state: dict[str, Any]) -> None:
+        """Overwrite the Run account with an edited decoded state (for states too costly to reach)."""
+        body = self.idl.encode({"defined": {"name": "Run"}}, state)
+        self.put_account(run, self.idl.accounts["Run"] + body)
+
+    def snapshot(self, run: Pubkey) -> tuple[bytes, int, int]:
+        """The run's bytes and the chain's time, to replay what follows under other conditions."""
+        return self.run_bytes(run), self.now, self.slot
+
+    def restore(self, run: Pubkey, snapshot: tuple[bytes, int, int]) -> None:
+        data, self.now, self.slot = snapshot
+        self.put_account(run, data)
+        self._set_time()
+
     def state(self, run: Pubkey) -> dict[str, Any]:
         return self.idl.decode_account("Run", self.run_bytes(run))
 
@@ -209,3 +256,106 @@ def _custom_code(err: object) -> int | None:
     if "Custom(" not in text:
         return None
     return int(text.split("Custom(")[1].split(")")[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# playing a run the way honest clients do
+
+
+def bitmap(indices: Sequence[int]) -> bytes:
+    """A 256-bit client bitmap with the given epoch indices set."""
+    out = bytearray(32)
+    for i in indices:
+        out[i // 8] |= 1 << (i % 8)
+    return bytes(out)
+
+
+def elected(chain: Chain, core: CoordinatorCore, run: Pubkey) -> dict[int, int]:
+    """Epoch index -> witness position of this round's elected witnesses (position < witness_nodes)."""
+    data = chain.run_bytes(run)
+    round_ = core.round_bytes(data[8:])
+    witness_nodes = chain.state(run)["config"]["witness_nodes"]
+    positions = {i: core.witness_position(round_, i) for i in range(256)}
+    return {i: p for i, p in positions.items() if p is not None and p < witness_nodes}
+
+
+def make_witness(
+    index: int, position: int, step: int, participants: bytes = ALL_PARTICIPANTS, salt: int = 7
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        "index": index,
+        "position": position,
+        "participants": participants,
+        "bloom_salt": salt,
+        "broadcast_bloom": b"\x01" * 512,
+        "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20},
+    }
+
+
+def witness_args(
+    chain: Chain, core: CoordinatorCore, run: Pubkey, index: int, step: int
+) -> dict | None:
+    """The witness a client would send this round, or None when it is not elected."""
+    position = elected(chain, core, run).get(index)
+    return None if position is None else make_witness(index, position, step)
+
+
+def play_round(
+    chain: Chain,
+    core: CoordinatorCore,
+    run: Pubkey,
+    members: Sequence[Keypair],
+    participants: bytes = ALL_PARTICIPANTS,
+    all_elected: bool = True,
+) -> int:
+    """Elected healthy witnesses submit (`participants` as their bitmap), the round moves to
+    RoundWitness (early when all did, else at its timeout), then the witness time passes and a tick ends
+    the round. With all_elected, every elected witness must have been able to submit. Returns the
+    number of witnesses."""
+    state = chain.state(run)
+    assert state["run_state"] == "RoundTrain"
+    config, clients = state["config"], state["epoch"]["clients"]
+    step = state["progress"]["step"]
+    submitted = 0
+    for index, position in elected(chain, core, run).items():
+        if clients[index]["state"] != "Healthy":
+            continue
+        chain.call(
+            "witness", members[index], run, make_witness(index, position, step, participants)
+        )
+        submitted += 1
+    if all_elected:
+        assert submitted == config["witness_nodes"]
+    if chain.state(run)["run_state"] == "RoundTrain":
+        chain.advance(config["max_round_train_time"])
+        chain.call("tick", members[0], run)
+    assert chain.state(run)["run_state"] == "RoundWitness"
+    chain.advance(config["round_witness_time"])
+    chain.call("tick", members[0], run)
+    return submitted
+
+
+def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
+    """Everyone joins, the epoch starts, and the first witness_nodes members' warmup witnesses end
+    Warmup early."""
+    for wallet in members:
+        chain.join(wallet, run)
+    chain.advance(config["waiting_for_members_extra_time"])
+    chain.call("tick", members[0], run)
+    state = chain.state(run)
+    assert state["run_state"] == "Warmup"
+    assert state["epoch"]["clients_len"] == len(members)
+    for index in range(config["witness_nodes"]):
+        chain.call("warmup_witness", members[index], run, {"index": index})
+    assert chain.state(run)["run_state"] == "RoundTrain"
+
+
+def open_run(
+    chain: Chain, config: dict, model: dict | None = None, **create: Any
+) -> tuple[Keypair, Pubkey]:
+    """A new run, configured and opened (WaitingForMembers). Returns (authority, run)."""
+    authority = chain.wallet()
+    run = chain.create_run(authority, **create)
+    chain.open_run(authority, run, config, model)
+    return authority, run
