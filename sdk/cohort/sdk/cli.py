@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """Command groups that live in other components, imported only when used."""
+
+    lazy = {"localnet": ("cohort.localnet.cli", "localnet")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attribute = self.lazy[name]
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="cohort")
 def cli() -> None:
     """cohort — train language models together over the internet, coordinated on Solana."""
@@ -32,13 +49,5 @@ def demo() -> None:
     demo_module.run()
 
 
-def _register_localnet() -> None:
-    # the localnet's command group lives with the localnet; registered here so `cohort localnet ...` works
-    from cohort.localnet.cli import localnet
-
-    cli.add_command(localnet)
-
-
 def main() -> None:
-    _register_localnet()
     cli()
