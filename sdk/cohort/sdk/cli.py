@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import ClassVar
 
 import click
 
@@ -10,7 +11,7 @@ import click
 class _LazyGroup(click.Group):
     """Command groups that live in other components, imported only when used."""
 
-    lazy = {"localnet": ("cohort.localnet.cli", "localnet")}
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {"localnet": ("cohort.localnet.cli", "localnet")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
