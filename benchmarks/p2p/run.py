@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -195,6 +196,7 @@ def print_tables(rows: list[ThroughputRow], gossip: list[GossipRow]) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    load_before = os.getloadavg()[0]
     rows: list[ThroughputRow] = []
     for kind in KINDS:
         print(f"throughput, {kind} ...", file=sys.stderr)
@@ -205,6 +207,10 @@ async def main(args: argparse.Namespace) -> None:
             print(f"gossip, {kind}, {payload} B ...", file=sys.stderr)
             gossip.append(await gossip_spread(kind, 64, args.announcements, payload))
     print_tables(rows, gossip)
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs, 1-min load average {load_before:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end (other work on the machine lowers every figure)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(

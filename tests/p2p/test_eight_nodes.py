@@ -8,7 +8,7 @@ import asyncio
 import os
 from collections import Counter
 
-from cohort.client.p2p import GossipConfig, blob_hash
+from cohort.client.p2p import BlobFetcher, GossipConfig, blob_hash
 
 N = 8
 BLOB_BYTES = 64 << 20
@@ -60,14 +60,20 @@ async def test_a_64mb_blob_reaches_the_other_seven(start_nodes):
 
     async def fetch(node, inbox):
         (announcement,) = inbox
-        provider = node.gossip.members[announcement.origin]
-        return await node.fetch_blob(announcement.payload, [provider], round=1)
+        providers = node.providers_for(announcement.origin)
+        assert providers[0].node_id == announcement.origin
+        return await node.fetch_blob(announcement.payload, providers, round=1)
 
     fetched = await asyncio.gather(
         *(fetch(n, i) for n, i in zip(nodes[1:], inboxes[1:], strict=True))
     )
     assert all(len(f) == BLOB_BYTES and blob_hash(f) == h for f in fetched)
     assert all(h in node.store for node in nodes)
+    origin.store.gc(before_round=2)  # the announcer is done with it; the fetchers serve it now
+    again = await BlobFetcher(origin.transport).fetch(
+        h, origin.providers_for(nodes[3].transport.node_id)
+    )
+    assert blob_hash(again) == h
 
 
 async def test_repair_delivers_a_dropped_message(start_nodes):

@@ -7,6 +7,7 @@ place.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .blob_store import BlobStore
 from .directory import DirectoryShare, DownloadProgress, download_directory
 from .gossip import Gossip, GossipConfig, OnMessage
 from .http_transport import HttpTransport
-from .identity import NodeKey
+from .identity import NodeId, NodeKey
 from .iroh_transport import IrohConfig, IrohTransport
 from .manifest import Manifest
 from .transport import PeerAddress, Transport
@@ -87,6 +88,15 @@ class P2PNode:
     # blobs
     def add_blob(self, data: bytes, round: int) -> bytes:
         return self.store.put(data, round)
+
+    def providers_for(self, announcer: NodeId) -> list[PeerAddress]:
+        """Where to fetch a blob that `announcer` announced: the announcer first, then our gossip
+        neighbours in random order (they heard the announcement first and fetch it too; a peer
+        that does not hold it yet answers NOT_FOUND at once)."""
+        first = self.gossip.members.get(announcer)
+        others = [p for p in self.gossip.neighbours() if p.node_id != announcer]
+        random.shuffle(others)
+        return ([first] if first is not None else []) + others
 
     async def fetch_blob(
         self, blob: bytes, providers: Sequence[PeerAddress], round: int, **kwargs
