@@ -55,6 +55,15 @@ class ThroughputRow:
     size_mb: int
     mb_per_s: float
     seconds: float
+    client_cpu_ms_per_mb: float
+    server_cpu_ms_per_mb: float
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def throughput(kind: str, reps: int) -> list[ThroughputRow]:
@@ -70,14 +79,22 @@ async def throughput(kind: str, reps: int) -> list[ThroughputRow]:
             for mb, blob in zip(SIZES_MB, server.blobs, strict=True):
                 for mode, group in (("single", clients[:1]), (f"1→{FANOUT}", clients)):
                     times = []
+                    cpu0 = _process_cpu(os.getpid()), _process_cpu(server.proc.pid)
                     for _ in range(reps):
                         started = time.perf_counter()
                         await asyncio.gather(
                             *(BlobFetcher(c).fetch(blob, [server.address]) for c in group)
                         )
                         times.append(time.perf_counter() - started)
+                    moved = reps * len(group) * mb
+                    client_cpu = (_process_cpu(os.getpid()) - cpu0[0]) * 1000 / moved
+                    server_cpu = (_process_cpu(server.proc.pid) - cpu0[1]) * 1000 / moved
                     t = statistics.median(times)
-                    rows.append(ThroughputRow(kind, mode, mb, len(group) * mb / t, t))
+                    rows.append(
+                        ThroughputRow(
+                            kind, mode, mb, len(group) * mb / t, t, client_cpu, server_cpu
+                        )
+                    )
                     print(
                         f"  {kind:4} {mode:6} {mb:3} MiB: {rows[-1].mb_per_s:7.0f} MiB/s",
                         file=sys.stderr,
@@ -178,6 +195,15 @@ def print_tables(rows: list[ThroughputRow], gossip: list[GossipRow]) -> None:
     single_64 = by[("iroh", "single", 64)].mb_per_s / by[("http", "single", 64)].mb_per_s
     fan_64 = by[("iroh", f"1→{FANOUT}", 64)].mb_per_s / by[("http", f"1→{FANOUT}", 64)].mb_per_s
     verdict = "met" if min(single_64, fan_64) >= 0.5 else "NOT met"
+    print("\nCPU per MiB moved at 64 MiB (ms; client process, server process)\n")
+    print("| scenario | " + " | ".join(f"{k} client | {k} server" for k in KINDS) + " |")
+    print("|---|" + "---:|" * (2 * len(KINDS)))
+    for mode in ("single", f"1→{FANOUT}"):
+        cells = [
+            f"{by[(k, mode, 64)].client_cpu_ms_per_mb:.1f} | {by[(k, mode, 64)].server_cpu_ms_per_mb:.1f}"
+            for k in KINDS
+        ]
+        print(f"| {mode} | " + " | ".join(cells) + " |")
     print(
         f"\ntarget iroh >= 0.5 x HTTP at 64 MiB: {verdict} (single {single_64:.2f}, fan-out {fan_64:.2f})"
     )
