@@ -80,7 +80,7 @@ async def test_download_from_three_peers(start_nodes, tmp_path):
     manifest = Manifest.of_directory(source, CHUNK)
     *peers, joiner, latecomer = await start_nodes(5)
     for peer in peers:
-        assert peer.share_directory(source, manifest) == manifest.hash()
+        assert await peer.share_directory(source, manifest) == manifest.hash()
     reports = []
     got = await joiner.download_directory(
         manifest.hash(), [p.address for p in peers], tmp_path / "joined", progress=reports.append
@@ -102,7 +102,7 @@ async def test_download_from_three_peers(start_nodes, tmp_path):
 
 async def test_corrupt_peer_and_untrusted_manifest(start_nodes, tmp_path):
     source = make_checkpoint(tmp_path / "source")
-    manifest = Manifest.of_directory(source, CHUNK)
+    manifest = Manifest.of_directory(source)  # default chunk size, as a scan makes it
     corrupt = make_checkpoint(tmp_path / "corrupt")
     for f in manifest.files:
         if f.size:
@@ -110,8 +110,8 @@ async def test_corrupt_peer_and_untrusted_manifest(start_nodes, tmp_path):
                 (source / f.name).read_bytes()[::-1]
             )  # same sizes, wrong bytes
     honest, liar, joiner = await start_nodes(3)
-    honest.share_directory(source, manifest)
-    liar.share_directory(corrupt, manifest)  # claims the real manifest, serves other bytes
+    assert await honest.share_directory(source) == manifest.hash()  # scanned here
+    await liar.share_directory(corrupt, manifest)  # claims the real manifest, serves other bytes
     reports = []
     await joiner.download_directory(
         manifest.hash(), [liar.address, honest.address], tmp_path / "ok", progress=reports.append

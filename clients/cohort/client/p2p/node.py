@@ -7,6 +7,7 @@ place.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -108,11 +109,15 @@ class P2PNode:
         return await self.gossip.publish(round, payload)
 
     # checkpoints
-    def share_directory(self, root: str | Path, manifest: Manifest | None = None) -> bytes:
-        """Serve a checkpoint directory; returns its manifest hash (what goes on chain)."""
-        share = (
-            DirectoryShare(root, manifest) if manifest is not None else DirectoryShare.scan(root)
-        )
+    async def share_directory(self, root: str | Path, manifest: Manifest | None = None) -> bytes:
+        """Serve a checkpoint directory; returns its manifest hash (what goes on chain).
+
+        Without a manifest the directory is hashed first (in a worker thread: it reads every byte).
+        """
+        if manifest is None:
+            share = await asyncio.to_thread(DirectoryShare.scan, root)
+        else:
+            share = DirectoryShare(root, manifest)
         self.blob_server.sources.append(share)
         return share.manifest_hash
 
@@ -130,5 +135,5 @@ class P2PNode:
             self.fetcher, manifest_hash, providers, dest, progress=progress
         )
         if share:
-            self.share_directory(dest, manifest)
+            await self.share_directory(dest, manifest)
         return manifest
