@@ -11,7 +11,12 @@ import click
 class _LazyGroup(click.Group):
     """Command groups that live in other components, imported only when used."""
 
-    lazy: ClassVar[dict[str, tuple[str, str]]] = {"localnet": ("cohort.localnet.cli", "localnet")}
+    lazy: ClassVar[dict[str, tuple[str, str]]] = {
+        "localnet": ("cohort.localnet.cli", "localnet"),
+        "deploy": ("cohort.sdk.cli_deploy", "deploy"),
+        "run": ("cohort.sdk.cli_run", "run_group"),
+        "wallet": ("cohort.sdk.cli_wallet", "wallet"),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

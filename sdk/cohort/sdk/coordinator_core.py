@@ -69,6 +69,10 @@ class CoordinatorCore:
         self.lib.coord_batch_size.restype = ctypes.c_uint32
         self.lib.coord_witness_quorum.restype = ctypes.c_uint16
         self.lib.coord_bloom_contains.restype = ctypes.c_bool
+        self.lib.coord_batch_interval.restype = None
+        for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
+                     "coord_check_progress", "coord_check_metadata"):  # fmt: skip
+            getattr(self.lib, name).restype = ctypes.c_uint64
 
     # -- plumbing -------------------------------------------------------------------------------------
     def _state(self, run: bytearray):
@@ -183,3 +187,52 @@ class CoordinatorCore:
 
     def quorum(self, witness_nodes: int) -> int:
         return self.lib.coord_witness_quorum(ctypes.c_uint16(witness_nodes))
+
+    def batch_interval(self, round_: bytes, trainers: int, k: int) -> tuple[int, int]:
+        """Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers."""
+        start, end = ctypes.c_uint64(), ctypes.c_uint64()
+        self.lib.coord_batch_interval(
+            round_,
+            ctypes.c_uint64(trainers),
+            ctypes.c_uint64(k),
+            ctypes.byref(start),
+            ctypes.byref(end),
+        )
+        return start.value, end.value
+
+    # -- validation: the program's own rules, run before anything is sent ------------------------------
+    def _check(self, name: str, *args) -> Violation | None:
+        why = ctypes.c_char_p()
+        code = getattr(self.lib, name)(*args, ctypes.byref(why))
+        if code == 0:
+            return None
+        known = self.idl.error(code)
+        rule = why.value.decode() if why.value else (known.msg if known else f"error {code}")
+        return Violation(known.name if known else str(code), rule)
+
+    def check_config(self, config: dict) -> Violation | None:
+        return self._check("coord_check_config", self._args("RunConfig", config))
+
+    def check_model(self, model: dict) -> Violation | None:
+        return self._check("coord_check_model", self._args("ModelConfig", model))
+
+    def check_model_fits_config(self, model: dict, config: dict) -> Violation | None:
+        return self._check(
+            "coord_check_model_fits_config",
+            self._args("ModelConfig", model),
+            self._args("RunConfig", config),
+        )
+
+    def check_progress(self, progress: dict) -> Violation | None:
+        return self._check("coord_check_progress", self._args("Progress", progress))
+
+    def check_metadata(self, metadata: dict) -> Violation | None:
+        return self._check("coord_check_metadata", self._args("RunMetadata", metadata))
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A config rule the program would reject: the IDL error name and the rule's text."""
+
+    error: str
+    rule: str

@@ -1,111 +1,128 @@
 """`cohort demo`: the end-to-end walk through what exists, on one machine with no network.
 
-Today: build the programs, deploy the toolchain probe through real upgradeable-loader transactions into
-Agave's runtime (LiteSVM), and run each of its instructions. It grows into the local training demo.
+Start an in-process localnet, deploy the coordinator over RPC, create a run from configs/example-run.toml,
+join a few wallets and play one short epoch the way clients will (ticks, warmup witnesses, elected
+witnesses; chain time moved with the localnet's warpTime instead of waiting), then show `run status`.
+There is no training yet: witnesses report zero loss and throughput.
 """
 
 from __future__ import annotations
 
-import hashlib
-import struct
-import time
-from dataclasses import dataclass
+import asyncio
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
-from solders.instruction import AccountMeta, Instruction
 from solders.keypair import Keypair
-from solders.litesvm import LiteSVM
-from solders.message import Message
-from solders.pubkey import Pubkey
-from solders.system_program import ID as SYSTEM_PROGRAM
-from solders.transaction import Transaction
-from solders.transaction_metadata import TransactionMetadata
 
-from cohort.sbf import build
+from .client import RunClient
+from .coordinator_core import CoordinatorCore
+from .models import RunState
+from .predict import elected_witnesses
 
-from . import loader_v3
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "example-run.toml"
+_BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results until clients train
 
 
-@dataclass
-class _Local:
-    svm: LiteSVM
-    payer: Keypair
+async def warp(client: RunClient, seconds: int) -> None:
+    """Move the localnet's clock forward (its `localnet_warpTime` cheat method)."""
+    await client.rpc.raw_request("localnet_warpTime", [seconds])
 
-    def send(self, instructions: list[Instruction], signers: list[Keypair]) -> TransactionMetadata:
-        tx = Transaction(
-            [self.payer, *signers],
-            Message(instructions, self.payer.pubkey()),
-            self.svm.latest_blockhash(),
+
+async def play_epoch(
+    client: RunClient,
+    run_id: str,
+    members: list[Keypair],
+    log: Callable[[str], None] = lambda _: None,
+) -> list[RunState]:
+    """Join `members` and play one epoch through to the next WaitingForMembers: the epoch is made to time
+    out during its first round, so it ends after the two flush rounds. Returns the phases passed through."""
+    phases: list[RunState] = []
+
+    async def state():
+        s = await client.fetch_run(run_id)
+        if not phases or phases[-1] != s.state:
+            phases.append(s.state)
+            log(f"{s.state} (epoch {s.progress.epoch}, step {s.progress.step})")
+        return s
+
+    run = await state()
+    config = run.config
+    for wallet in members:
+        await client.join_run(wallet, run_id, Keypair().pubkey())
+    await warp(client, config.waiting_for_members_extra_time)
+    await client.tick(members[0], run_id)
+    run = await state()
+    by_signer = {bytes(m.pubkey()): m for m in members}
+    for c in run.clients[: config.witness_nodes]:
+        await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
+    run = await state()
+    await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
+    core = CoordinatorCore(idl=client.idl)
+    while run.state == RunState.RoundTrain:
+        for index, position in elected_witnesses(core, run).items():
+            signer = by_signer[bytes(run.clients[index].signer)]
+            args = {"step": run.progress.step, "index": index, "position": position,
+                    "participants": run.current_round.active_mask, "bloom_salt": 1,
+                    "broadcast_bloom": _BLOOM,
+                    "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}}  # fmt: skip
+            await client.witness(signer, run_id, args)
+        run = await state()  # all elected witnesses reported: RoundWitness at once
+        await warp(client, config.round_witness_time)
+        await client.tick(members[0], run_id)
+        run = await state()
+    await warp(client, config.cooldown_time)
+    await client.tick(members[0], run_id)
+    await state()
+    return phases
+
+
+async def _demo(console: Console) -> None:
+    from cohort.localnet.config import LocalnetConfig
+    from cohort.localnet.server import Localnet
+    from cohort.sbf import build
+
+    from .deploy import deploy_program
+    from .rpc import Rpc
+    from .run_config import load_run_file
+    from .status import latest_loss, render, summarize
+
+    console.print("[bold]1.[/] build the coordinator (C → SBF) and its host library")
+    (program,) = build.build_all(["coordinator"], log=lambda line: console.print(f"   {line}"))
+    core = CoordinatorCore()
+    async with Localnet(LocalnetConfig(port=0)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+        console.print(
+            f"[bold]2.[/] localnet at {net.http_url}; deploy over RPC (loader-v3 transactions)"
         )
-        result = self.svm.send_transaction(tx)
-        self.svm.expire_blockhash()
-        if not isinstance(result, TransactionMetadata):
-            logs = "\n".join(result.meta().logs())
-            raise RuntimeError(f"transaction failed: {result.err()}\n{logs}")
-        return result
+        authority = Keypair()
+        await rpc.airdrop(authority.pubkey(), 100 * 10**9)
+        with tempfile.TemporaryDirectory() as keys:
+            result = await deploy_program(
+                rpc, authority, program.so_path.read_bytes(), Path(keys) / "coordinator.json"
+            )
+        console.print(f"   program {result.program_id}: {result.elf_size} bytes, "
+                      f"{result.writes_sent} concurrent writes, {result.seconds:.2f} s")  # fmt: skip
+        client = RunClient(rpc, result.program_id, ws_url=net.ws_url, idl=core.idl)
+
+        run_file = load_run_file(EXAMPLE_CONFIG, core)
+        console.print(f"[bold]3.[/] create run {run_file.run_id!r} from {EXAMPLE_CONFIG.name}")
+        await client.create_run(authority, run_file)
+        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
+        await asyncio.gather(*(rpc.airdrop(m.pubkey(), 10**9) for m in members))
+
+        console.print(f"[bold]4.[/] {len(members)} wallets join and play one short epoch "
+                      "(no training yet; chain time warped)")  # fmt: skip
+        await play_epoch(client, run_file.run_id, members, lambda line: console.print(f"   {line}"))
+
+        console.print("[bold]5.[/] cohort run status")
+        state = await client.fetch_run(run_file.run_id)
+        loss = latest_loss(core.idl, await rpc.recent_logs(state.address))
+        render(summarize(state, core, await rpc.unix_time(), loss), console)
+    console.print("[green]done.[/] Next: `cohort --help`.")
 
 
 def run(console: Console | None = None) -> None:
     console = console or Console()
     console.rule("[bold]cohort demo")
-    console.print("[bold]1.[/] build the Solana programs (C → SBF)")
-    programs = {p.name: p for p in build.build_all(log=lambda line: console.print(f"   {line}"))}
-    probe = programs["toolchain_probe"]
-
-    console.print("[bold]2.[/] deploy through upgradeable-loader transactions into Agave's runtime")
-    local = _Local(LiteSVM(), Keypair())
-    local.svm.airdrop(local.payer.pubkey(), 10 * 10**9)
-    elf = probe.so_path.read_bytes()
-    program = Keypair()
-    started = time.perf_counter()
-    phases = loader_v3.plan_deploy(
-        local.payer, elf, Keypair(), local.svm.minimum_balance_for_rent_exemption, program=program
-    )
-    sent = 0
-    for phase in phases:
-        for step in phase:
-            local.send(step.instructions, step.signers)
-            sent += 1
-    console.print(
-        f"   program {program.pubkey()} deployed: {len(elf)} bytes in {sent} transactions "
-        f"({time.perf_counter() - started:.2f} s)"
-    )
-
-    console.print("[bold]3.[/] invoke each instruction")
-    table = Table("instruction", "result", "compute units")
-    pid = program.pubkey()
-    payer = local.payer.pubkey()
-    message = b"cohort trains language models together"
-    r = local.send([Instruction(pid, bytes([4]) + message, [])], [])
-    match = bytes(r.return_data().data) == hashlib.sha256(message).digest()
-    table.add_row(
-        "sha256 syscall",
-        "equals hashlib" if match else "[red]MISMATCH",
-        str(r.compute_units_consumed()),
-    )
-    r = local.send([Instruction(pid, bytes([7]) + struct.pack("<QB", 7, 12), [])], [])
-    table.add_row(
-        "shuffle (cross-object call)",
-        str(list(bytes(r.return_data().data))),
-        str(r.compute_units_consumed()),
-    )
-    vault, bump = Pubkey.find_program_address([b"vault", bytes(payer)], pid)
-    accounts = [
-        AccountMeta(payer, True, True),
-        AccountMeta(vault, False, True),
-        AccountMeta(SYSTEM_PROGRAM, False, False),
-    ]
-    r = local.send([Instruction(pid, bytes([2]) + struct.pack("<Q", 64), accounts)], [])
-    owner = local.svm.get_account(vault).owner
-    table.add_row(
-        "create PDA via CPI",
-        f"{vault} (bump {bump}, owner = program: {owner == pid})",
-        str(r.compute_units_consumed()),
-    )
-    r = local.send([Instruction(pid, bytes([0]) + b"hi", [])], [])
-    table.add_row(
-        "logs", r.logs()[1].removeprefix("Program log: "), str(r.compute_units_consumed())
-    )
-    console.print(table)
-    console.print("[green]done.[/] Next: `cohort --help`.")
+    asyncio.run(_demo(console))

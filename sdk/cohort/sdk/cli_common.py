@@ -1,0 +1,105 @@
+"""What the chain-facing commands share: the cluster/wallet/program options, the SDK session they open, and
+turning every SDK error into one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+
+from .config import (
+    Cluster,
+    Workspace,
+    load_workspace,
+    resolve_cluster,
+    resolve_program_id,
+    resolve_wallet,
+)
+from .errors import CohortError
+from .wallet import load_keypair
+
+T = TypeVar("T")
+
+
+@dataclass
+class Settings:
+    """The resolved options of one command."""
+
+    workspace: Workspace
+    cluster: Cluster
+    wallet_path: Path
+    program_id_flag: str | None
+
+    def keypair(self) -> Keypair:
+        return load_keypair(self.wallet_path)
+
+    def program_id(self) -> Pubkey:
+        return resolve_program_id(self.workspace, self.cluster, self.program_id_flag)
+
+    def rpc(self):
+        from .coordinator_core import load_idl
+        from .rpc import Rpc
+
+        return Rpc(self.cluster.urls, idl=load_idl())
+
+    def run_client(self, rpc: Any):
+        from .client import RunClient
+
+        return RunClient(rpc, self.program_id(), ws_url=self.cluster.ws_url, idl=rpc.idl)
+
+
+def chain_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add --cluster/--wallet/--program-id/--anchorfile/--ws-url; the command gets `settings`."""
+
+    @click.option("--cluster", "-u", "cluster", envvar="COHORT_CLUSTER", show_envvar=True,
+                  help="localnet, devnet, testnet, mainnet-beta, a name from Anchorfile [clusters], or "
+                       "RPC URL(s), comma-separated for fallbacks. Default: [provider] cluster.")  # fmt: skip
+    @click.option("--wallet", "-k", "wallet", envvar="COHORT_WALLET", show_envvar=True,
+                  help="Keypair file (solana-keygen JSON). Default: [provider] wallet, "
+                       "else ~/.config/solana/id.json.")  # fmt: skip
+    @click.option("--program-id", envvar="COHORT_PROGRAM_ID", show_envvar=True,
+                  help="Coordinator program id. Default: [programs.<cluster>] coordinator.")  # fmt: skip
+    @click.option("--anchorfile", envvar="COHORT_ANCHORFILE", show_envvar=True,
+                  type=click.Path(dir_okay=False, path_type=Path),
+                  help="Workspace file. Default: the nearest Anchorfile.toml.")  # fmt: skip
+    @click.option("--ws-url", envvar="COHORT_WS_URL", show_envvar=True,
+                  help="Websocket URL. Default: derived from the RPC URL (ws, port + 1).")  # fmt: skip
+    @functools.wraps(command)
+    def wrapper(cluster, wallet, program_id, anchorfile, ws_url, **kwargs):
+        def settings() -> Settings:
+            workspace = load_workspace(anchorfile)
+            return Settings(
+                workspace,
+                resolve_cluster(workspace, cluster, ws_url),
+                resolve_wallet(workspace, wallet),
+                program_id,
+            )
+
+        with one_line_errors():
+            return command(settings=settings(), **kwargs)
+
+    return wrapper
+
+
+class one_line_errors:
+    """Context manager: an SDK error becomes `Error: <its message>` and exit status 1."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, CohortError):
+            raise click.ClickException(str(exc)) from None
+        return False
+
+
+def run(coroutine: Awaitable[T]) -> T:
+    """Run one command's async body (errors are reported by the command's one_line_errors)."""
+    return asyncio.run(coroutine)  # type: ignore[arg-type]

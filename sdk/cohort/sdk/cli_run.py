@@ -1,0 +1,219 @@
+"""`cohort run`: create, steer and inspect training runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .cli_common import Settings, chain_options, run
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+@click.group(name="run")
+def run_group() -> None:
+    """Create, steer and inspect training runs (RUN is a run id or its account address)."""
+
+
+async def _with_client(settings: Settings, body: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """Open the RPC, check the coordinator is deployed there, and run `body(client, core)`."""
+    from .coordinator_core import CoordinatorCore
+
+    core = CoordinatorCore()
+    program_id = settings.program_id()
+    async with settings.rpc() as rpc:
+        program = await rpc.account_owner_and_data(program_id)
+        if program is None:
+            raise ConfigError(
+                f"no program {program_id} on {settings.cluster.name} ({settings.cluster.url}): "
+                f"run `cohort deploy --cluster {settings.cluster.name}` first"
+            )
+        return await body(settings.run_client(rpc), core)
+
+
+def _load_config(path: Path):
+    from .coordinator_core import CoordinatorCore
+    from .run_config import load_run_file
+
+    return load_run_file(path, CoordinatorCore())
+
+
+@run_group.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--paused", is_flag=True, help="Leave the run paused (open it later with `run resume`)."
+)
+@chain_options
+def create(settings: Settings, config: Path, paused: bool) -> None:
+    """Create a run from a CONFIG file (see configs/example-run.toml); the wallet becomes its authority."""
+    run_file = _load_config(config)  # validated before anything else
+    authority = settings.keypair()
+
+    async def body(client, core):
+        return await client.create_run(authority, run_file, open_run=not paused)
+
+    address = run(_with_client(settings, body))
+    state = "paused" if paused else "open for members"
+    click.echo(f"created run {run_file.run_id} at {address} ({state})")
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@chain_options
+def update(settings: Settings, run_ref: str, config: Path) -> None:
+    """Apply CONFIG to RUN (metadata, config, model, checkpointers). The program only allows it while the
+    run is paused; progress (epoch, step) is kept."""
+    run_file = _load_config(config)
+    authority = settings.keypair()
+
+    async def body(client, core):
+        await client.update_run(authority, run_ref, run_file)
+
+    run(_with_client(settings, body))
+    click.echo(f"updated run {run_ref}")
+
+
+def _pause_command(paused: bool):
+    verb = "pause" if paused else "resume"
+    doc = (
+        "Pause RUN: at once while waiting or warming up, else at the end of the current round."
+        if paused
+        else "Resume a paused RUN (it waits for members again), or cancel a pending pause."
+    )
+
+    @run_group.command(name=verb, help=doc)
+    @click.argument("run_ref", metavar="RUN")
+    @chain_options
+    def command(settings: Settings, run_ref: str) -> None:
+        authority = settings.keypair()
+
+        async def body(client, core):
+            await client.set_paused(authority, run_ref, paused)
+            return await client.fetch_run(run_ref)
+
+        state = run(_with_client(settings, body))
+        pending = " (takes effect when the current round ends)" if state.pending_pause else ""
+        click.echo(f"run {state.run_id}: {state.state}{pending}")
+
+    return command
+
+
+pause = _pause_command(True)
+resume = _pause_command(False)
+
+
+async def _status(client, core, run_ref: str) -> dict[str, Any]:
+    from .status import latest_loss, summarize
+
+    state = await client.fetch_run(run_ref)
+    now = await client.rpc.unix_time()
+    loss = latest_loss(client.idl, await client.rpc.recent_logs(state.address))
+    return summarize(state, core, now, loss)
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@chain_options
+def status(settings: Settings, run_ref: str, as_json: bool) -> None:
+    """Show RUN: phase, epoch, step, time left, clients with health and role, witnesses, checkpoint, loss."""
+    from .status import render
+
+    summary = run(_with_client(settings, lambda client, core: _status(client, core, run_ref)))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        render(summary, Console())
+
+
+@run_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@chain_options
+def list_runs(settings: Settings, as_json: bool) -> None:
+    """List the runs of the coordinator program on the cluster."""
+
+    async def body(client, core):
+        return await client.list_runs()
+
+    runs = run(_with_client(settings, body))
+    rows = [
+        {"run_id": r.run_id, "address": str(r.address), "name": r.metadata.name, "phase": str(r.state),
+         "epoch": r.progress.epoch, "step": r.progress.step, "total_steps": r.config.total_steps,
+         "clients": len(r.clients), "authority": str(r.authority)}
+        for r in runs
+    ]  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no runs")
+        return
+    table = Table("run", "name", "phase", "epoch", "step", "address")
+    for r in rows:
+        table.add_row(r["run_id"], r["name"], r["phase"], str(r["epoch"]),
+                      f"{r['step']}/{r['total_steps']}", r["address"])  # fmt: skip
+    Console().print(table)
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per change.")
+@click.option("--count", type=click.IntRange(min=1), help="Stop after this many updates.")
+@click.option("--poll-interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
+              help="Seconds between polls while the websocket is down.")  # fmt: skip
+@chain_options
+def watch(
+    settings: Settings, run_ref: str, as_json: bool, count: int | None, poll_interval: float
+) -> None:
+    """Follow RUN: one line per change (websocket, with polling while it is down). Ctrl-C stops."""
+
+    async def body(client, core):
+        seen = 0
+        async for state in client.watch(run_ref, poll_interval=poll_interval):
+            line = {"nonce": state.nonce, "phase": str(state.state), "epoch": state.progress.epoch,
+                    "step": state.progress.step, "clients": len(state.clients),
+                    "pending_pause": state.pending_pause}  # fmt: skip
+            if as_json:
+                click.echo(json.dumps(line))
+            else:
+                click.echo(f"#{state.nonce}  {state.state:<17} epoch {state.progress.epoch}  "
+                           f"step {state.progress.step}/{state.config.total_steps}  "
+                           f"{len(state.clients)} clients")  # fmt: skip
+            seen += 1
+            if count is not None and seen >= count:
+                return
+        click.echo("the run was closed")
+
+    try:
+        run(_with_client(settings, body))
+    except KeyboardInterrupt:
+        pass
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--recipient", help="Who receives the rent (default: the wallet).")
+@chain_options
+def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
+    """Close a halted RUN and refund its rent (pause it first)."""
+    from solders.pubkey import Pubkey
+
+    authority = settings.keypair()
+    try:
+        to = Pubkey.from_string(recipient) if recipient else None
+    except ValueError:
+        raise ConfigError(f"--recipient {recipient!r} is not a base58 address") from None
+
+    async def body(client, core):
+        await client.close_run(authority, run_ref, to)
+
+    run(_with_client(settings, body))
+    click.echo(f"closed run {run_ref}")

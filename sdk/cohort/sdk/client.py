@@ -1,0 +1,334 @@
+"""`RunClient`: every coordinator instruction as an async method, run lookups, and `watch`.
+
+Methods take the signing wallet(s) explicitly; the fee payer is the signer unless `payer=` is given. A run
+is named by its id (the RunIndex PDA ["run", id] finds its account) or by its account address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from solana.rpc.websocket_api import SolanaWsClient
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+from solders.system_program import CreateAccountParams, create_account
+
+from .coordinator_core import load_idl
+from .errors import InsufficientFunds, RunExists, RunNotFound
+from .idl import Idl, IdlError
+from .models import Checkpoint, Progress, Run, to_idl
+from .rpc import Rpc
+from .run_config import RunFile
+from .wallet import sol
+
+log = logging.getLogger("cohort.sdk.client")
+
+FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
+MAX_CHECKPOINTERS = 8
+
+
+class RunClient:
+    """Drive runs of one deployed coordinator program."""
+
+    def __init__(
+        self, rpc: Rpc, program_id: Pubkey, *, ws_url: str | None = None, idl: Idl | None = None
+    ) -> None:
+        self.rpc = rpc
+        self.program_id = program_id
+        self.ws_url = ws_url
+        self.idl = idl or load_idl()
+        if rpc.idl is None:
+            rpc.idl = self.idl
+
+    # -- addresses ------------------------------------------------------------------------------------
+    def run_index_address(self, run_id: str | bytes) -> Pubkey:
+        seed = run_id.encode() if isinstance(run_id, str) else run_id
+        return Pubkey.find_program_address([b"run", seed], self.program_id)[0]
+
+    def join_authorization_address(self, run: Pubkey, grantee: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([b"join", bytes(run), bytes(grantee)], self.program_id)[
+            0
+        ]
+
+    async def resolve(self, run: str | Pubkey) -> Pubkey:
+        """A run's account address from its id or address; RunNotFound when there is no such run."""
+        if isinstance(run, Pubkey):
+            return run
+        if not run or len(run.encode()) > 32:
+            raise RunNotFound(f"{run!r} is not a run id (1 to 32 bytes)")
+        index = await self.rpc.account_owner_and_data(self.run_index_address(run))
+        if index is not None and index[0] == self.program_id:
+            with contextlib.suppress(IdlError):
+                return self.idl.decode_account("RunIndex", index[1])["run"]
+        with contextlib.suppress(ValueError):
+            address = Pubkey.from_string(run)
+            found = await self.rpc.account_owner_and_data(address)
+            if found is not None and found[1][:8] == self.idl.accounts["Run"]:
+                return address
+        raise RunNotFound(f"no run {run!r} on this cluster (program {self.program_id})")
+
+    # -- reads ----------------------------------------------------------------------------------------
+    async def fetch_run(self, run: str | Pubkey) -> Run:
+        address = await self.resolve(run)
+        found = await self.rpc.account_owner_and_data(address)
+        if found is None or found[0] != self.program_id or found[1][:8] != self.idl.accounts["Run"]:
+            raise RunNotFound(
+                f"no run at {address} (closed, or not a run of program {self.program_id})"
+            )
+        return Run.decode(address, found[1], self.idl)
+
+    async def list_runs(self) -> list[Run]:
+        """Every run of the program (getProgramAccounts filtered by the Run discriminator and size)."""
+        accounts = await self.rpc.program_accounts(
+            self.program_id,
+            discriminator=self.idl.accounts["Run"],
+            size=self.idl.account_size("Run"),
+        )
+        runs = [Run.decode(address, data, self.idl) for address, data in accounts]
+        return sorted(runs, key=lambda r: r.run_id)
+
+    # -- sending --------------------------------------------------------------------------------------
+    def instruction(self, name: str, accounts: dict[str, Pubkey], args: dict | None = None):
+        return self.idl.instruction(name, accounts, args, program_id=self.program_id)
+
+    async def _send(self, instructions: list, signer: Keypair, others: Sequence[Keypair] = (),
+                    payer: Keypair | None = None) -> Any:  # fmt: skip
+        payer = payer or signer
+        return await self.rpc.send(instructions, payer, [signer, *others])
+
+    async def _as_authority(self, name: str, authority: Keypair, run: str | Pubkey, args: dict | None,
+                            payer: Keypair | None = None) -> Any:  # fmt: skip
+        address = await self.resolve(run)
+        ix = self.instruction(name, {"authority": authority.pubkey(), "run": address}, args)
+        return await self._send([ix], authority, payer=payer)
+
+    async def _as_user(self, name: str, user: Keypair, run: str | Pubkey, args: dict | None = None,
+                       payer: Keypair | None = None, **accounts: Pubkey) -> Any:  # fmt: skip
+        address = await self.resolve(run)
+        ix = self.instruction(name, {"user": user.pubkey(), "run": address, **accounts}, args)
+        return await self._send([ix], user, payer=payer)
+
+    async def require_funds(self, wallet: Pubkey, lamports: int, what: str) -> None:
+        balance = await self.rpc.balance(wallet)
+        if balance < lamports:
+            raise InsufficientFunds(
+                f"wallet {wallet} holds {sol(balance)}; {what} needs about {sol(lamports)} "
+                "(fund it, e.g. `cohort wallet airdrop`)"
+            )
+
+    # -- the authority's instructions -----------------------------------------------------------------
+    async def create_run(
+        self, authority: Keypair, run_file: RunFile, *, open_run: bool = True,
+        join_authority: Pubkey | None = None, payer: Keypair | None = None,
+    ) -> Pubkey:  # fmt: skip
+        """Create the Run account and its RunIndex in one transaction, then configure it and (by default)
+        open it for members. The config must already be validated (load_run_file does)."""
+        payer = payer or authority
+        index = self.run_index_address(run_file.run_id)
+        if await self.rpc.account_data(index) is not None:
+            raise RunExists(f"a run with id {run_file.run_id!r} already exists on this cluster")
+        size = self.idl.account_size("Run")
+        rent = await self.rpc.rent_exempt(size)
+        index_rent = await self.rpc.rent_exempt(self.idl.account_size("RunIndex"))
+        await self.require_funds(
+            payer.pubkey(), rent + index_rent + FEE_ALLOWANCE, "creating a run"
+        )
+        run = Keypair()
+        create = create_account(
+            CreateAccountParams(from_pubkey=payer.pubkey(), to_pubkey=run.pubkey(), lamports=rent,
+                                space=size, owner=self.program_id)
+        )  # fmt: skip
+        init = self.instruction(
+            "initialize_run",
+            {"payer": payer.pubkey(), "authority": authority.pubkey(), "run": run.pubkey(),
+             "run_index": index},
+            {"run_id": run_file.run_id.encode(), "join_authority": join_authority or authority.pubkey()},
+        )  # fmt: skip
+        await self.rpc.send([create, init], payer, [authority, run])
+        await self.configure(
+            authority, run.pubkey(), run_file, progress=run_file.progress, payer=payer
+        )
+        if open_run:
+            await self.set_paused(authority, run.pubkey(), False, payer=payer)
+        return run.pubkey()
+
+    async def configure(
+        self, authority: Keypair, run: str | Pubkey, run_file: RunFile, *,
+        progress: Progress | None = None, payer: Keypair | None = None,
+    ) -> None:  # fmt: skip
+        """Send metadata, config (with `progress`, default: the run's current one), model, checkpointers."""
+        address = await self.resolve(run)
+        if progress is None:
+            progress = (await self.fetch_run(address)).progress
+        await self.update_metadata(authority, address, run_file, payer=payer)
+        await self._as_authority("update_config", authority, address,
+                                 {"config": to_idl(run_file.config), "progress": to_idl(progress)}, payer)  # fmt: skip
+        await self._as_authority("update_model", authority, address, {"model": to_idl(run_file.model)}, payer)  # fmt: skip
+        checkpointers = list(run_file.checkpointers)
+        checkpointers += [Pubkey.default()] * (MAX_CHECKPOINTERS - len(checkpointers))
+        await self._as_authority("set_checkpointers", authority, address, {"checkpointers": checkpointers}, payer)  # fmt: skip
+
+    async def update_run(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,
+                         payer: Keypair | None = None) -> None:  # fmt: skip
+        """Apply a run config file to an existing run (the program allows it only while halted)."""
+        await self.configure(authority, run, run_file, payer=payer)
+
+    async def update_metadata(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,
+                              payer: Keypair | None = None) -> Any:  # fmt: skip
+        return await self._as_authority("update_metadata", authority, run, {"metadata": to_idl(run_file.metadata)}, payer)  # fmt: skip
+
+    async def set_paused(self, authority: Keypair, run: str | Pubkey, paused: bool,
+                         payer: Keypair | None = None) -> Any:  # fmt: skip
+        return await self._as_authority("set_paused", authority, run, {"paused": paused}, payer)
+
+    async def set_join_authorization(self, join_authority: Keypair, run: str | Pubkey, grantee: Pubkey,
+                                     allowed: bool = True) -> Any:  # fmt: skip
+        address = await self.resolve(run)
+        ix = self.instruction(
+            "set_join_authorization",
+            {"join_authority": join_authority.pubkey(), "run": address,
+             "authorization": self.join_authorization_address(address, grantee)},
+            {"grantee": grantee, "allowed": allowed},
+        )  # fmt: skip
+        return await self._send([ix], join_authority)
+
+    async def close_run(self, authority: Keypair, run: str | Pubkey, recipient: Pubkey | None = None,
+                        payer: Keypair | None = None) -> Any:  # fmt: skip
+        state = await self.fetch_run(run)
+        ix = self.instruction(
+            "close_run",
+            {"authority": authority.pubkey(), "run": state.address,
+             "run_index": self.run_index_address(state.run_id),
+             "recipient": recipient or authority.pubkey()},
+        )  # fmt: skip
+        return await self._send([ix], authority, payer=payer)
+
+    # -- the clients' instructions --------------------------------------------------------------------
+    async def join_run(self, user: Keypair, run: str | Pubkey, p2p_identity: Pubkey,
+                       payer: Keypair | None = None) -> Any:  # fmt: skip
+        """Join the next epoch. For Authorized runs the wallet's JoinAuthorization is passed along."""
+        address = await self.resolve(run)
+        authorization = self.join_authorization_address(address, user.pubkey())
+        if await self.rpc.account_data(authorization) is None:
+            authorization = address  # Open runs ignore it; Authorized ones reject the join by name
+        return await self._as_user("join_run", user, address, {"p2p_identity": p2p_identity}, payer,
+                                   authorization=authorization)  # fmt: skip
+
+    async def exit_run(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
+        return await self._as_user("exit_run", user, run, payer=payer)
+
+    async def tick(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
+        return await self._as_user("tick", user, run, payer=payer)
+
+    async def warmup_witness(self, user: Keypair, run: str | Pubkey, index: int,
+                             payer: Keypair | None = None) -> Any:  # fmt: skip
+        return await self._as_user("warmup_witness", user, run, {"index": index}, payer)
+
+    async def witness(self, user: Keypair, run: str | Pubkey, args: dict[str, Any],
+                      payer: Keypair | None = None) -> Any:  # fmt: skip
+        """`args`: step, index, position, participants (32-byte bitmap), bloom_salt, broadcast_bloom
+        (512 bytes) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received}."""
+        return await self._as_user("witness", user, run, args, payer)
+
+    async def health_check(self, user: Keypair, run: str | Pubkey, indices: Sequence[int],
+                           payer: Keypair | None = None) -> Any:  # fmt: skip
+        if not 1 <= len(indices) <= 32:
+            raise ValueError(f"a health check names 1 to 32 clients, got {len(indices)}")
+        padded = list(indices) + [0] * (32 - len(indices))
+        return await self._as_user("health_check", user, run, {"count": len(indices), "indices": padded}, payer)  # fmt: skip
+
+    async def checkpoint(self, user: Keypair, run: str | Pubkey, checkpoint: Checkpoint,
+                         payer: Keypair | None = None) -> Any:  # fmt: skip
+        return await self._as_user(
+            "checkpoint", user, run, {"checkpoint": to_idl(checkpoint)}, payer
+        )
+
+    # -- following a run ------------------------------------------------------------------------------
+    async def watch(
+        self, run: str | Pubkey, *, poll_interval: float = 2.0, max_reconnect_delay: float = 30.0
+    ) -> AsyncIterator[Run]:
+        """Yield the run's state now and after every change, until the run is closed.
+
+        Changes arrive over a websocket accountSubscribe; when the socket fails the account is polled every
+        `poll_interval` seconds while reconnecting with backoff. Updates whose nonce is not newer than the
+        last one yielded (reordered or replayed notifications, polls racing the socket) are dropped.
+        """
+        address = await self.resolve(run)
+        last = -1
+        delay = 0.5
+
+        def fresh(state: Run | None) -> bool:
+            nonlocal last
+            if state is None or state.nonce <= last:
+                return False
+            last = state.nonce
+            return True
+
+        state = await self.fetch_run(address)
+        fresh(state)
+        yield state
+        while True:
+            try:
+                async with SolanaWsClient(self.ws_url or "", request_timeout=10) as ws:
+                    await ws.account_subscribe(
+                        pubkey=address, encoding="base64", commitment=self.rpc.commitment
+                    )
+                    delay = 0.5
+                    state = await self._poll(address)  # what changed while we subscribed
+                    if state is _CLOSED:
+                        return
+                    if fresh(state):
+                        yield state
+                    while True:
+                        try:
+                            note = await asyncio.wait_for(ws.recv(), poll_interval * 5)
+                        except TimeoutError:
+                            state = await self._poll(
+                                address
+                            )  # a quiet socket: check it missed nothing
+                        else:
+                            state = self._from_notification(address, note)
+                        if state is _CLOSED:
+                            return
+                        if fresh(state):
+                            yield state
+            except (OSError, TimeoutError, RuntimeError) as exc:
+                log.info("watch %s: websocket unavailable (%s); polling", address, exc)
+            except Exception as exc:  # websockets' ConnectionClosed and friends
+                if not type(exc).__module__.startswith("websockets"):
+                    raise
+                log.info("watch %s: websocket closed (%s); polling", address, exc)
+            # polling fallback until the next reconnect attempt
+            until = asyncio.get_running_loop().time() + delay
+            while True:
+                state = await self._poll(address)
+                if state is _CLOSED:
+                    return
+                if fresh(state):
+                    yield state
+                if asyncio.get_running_loop().time() >= until:
+                    break
+                await asyncio.sleep(min(poll_interval, delay))
+            delay = min(delay * 2, max_reconnect_delay)
+
+    async def _poll(self, address: Pubkey) -> Any:
+        found = await self.rpc.account_owner_and_data(address)
+        if found is None or found[1][:8] != self.idl.accounts["Run"]:
+            return _CLOSED
+        return Run.decode(address, found[1], self.idl)
+
+    def _from_notification(self, address: Pubkey, note: Any) -> Any:
+        value = getattr(getattr(note, "result", None), "value", None)
+        if value is None:
+            return None
+        data = bytes(value.data)
+        if value.lamports == 0 or data[:8] != self.idl.accounts["Run"]:
+            return _CLOSED
+        return Run.decode(address, data, self.idl)
+
+
+_CLOSED: Any = object()  # the run's account is gone

@@ -1,0 +1,296 @@
+"""Typed views of the coordinator's state and configuration, decoded from (and encoded to) the IDL's dicts.
+
+Text fields are NUL-padded byte arrays on chain and `str` here. The config types are what a run config
+file fills in and what `update_config`/`update_model`/`update_metadata` send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from solders.pubkey import Pubkey
+
+
+class RunState(enum.StrEnum):
+    Uninitialized = "Uninitialized"
+    WaitingForMembers = "WaitingForMembers"
+    Warmup = "Warmup"
+    RoundTrain = "RoundTrain"
+    RoundWitness = "RoundWitness"
+    Cooldown = "Cooldown"
+    Finished = "Finished"
+    Paused = "Paused"
+
+    @property
+    def halted(self) -> bool:
+        return self in (RunState.Uninitialized, RunState.Finished, RunState.Paused)
+
+
+# -- configuration (what the authority sets) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    warmup_time: int
+    cooldown_time: int
+    max_round_train_time: int
+    round_witness_time: int
+    epoch_time: int
+    global_batch_size_warmup_tokens: int
+    total_steps: int
+    init_min_clients: int
+    min_clients: int
+    witness_nodes: int
+    global_batch_size_start: int
+    global_batch_size_end: int
+    waiting_for_members_extra_time: int
+    join_policy: str = "Open"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    kind: str
+    repo: str
+    step: int = 0
+    revision: str = ""
+    weights_sha256: bytes = bytes(32)
+
+
+@dataclass(frozen=True)
+class LrSchedule:
+    kind: str
+    base_lr: float
+    final_lr: float
+    warmup_steps: int
+    total_steps: int
+    stable_steps: int = 0
+
+
+@dataclass(frozen=True)
+class DistroConfig:
+    compression_decay: float
+    compression_topk: int
+    compression_chunk: int
+    clip_grad_norm: float = 0.0
+    weight_decay: float = 0.0
+    quantize_1bit: bool = True
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str
+    max_seq_len: int
+    preset: str
+    checkpoint: Checkpoint
+    data_location: str
+    lr_schedule: LrSchedule
+    optimizer: DistroConfig
+    data_type: str = "Pretraining"
+    cold_start_warmup_steps: int = 0
+
+
+@dataclass(frozen=True)
+class RunMetadata:
+    name: str = ""
+    description: str = ""
+    client_version: str = ""
+    num_parameters: int = 0
+    vocab_size: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    epoch: int = 0
+    step: int = 1
+    epoch_start_data_index: int = 0
+
+
+# -- state (what the chain tracks) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Client:
+    index: int
+    signer: Pubkey
+    p2p_identity: Pubkey
+    state: str
+    exited_height: int
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "Healthy"
+
+
+@dataclass(frozen=True)
+class Round:
+    height: int
+    data_index: int
+    random_seed: int
+    batch_size: int
+    active_count: int
+    active_mask: bytes
+    witnesses: tuple[tuple[int, int], ...]  # (epoch index, position) in arrival order
+
+    def active(self, index: int) -> bool:
+        return bool(self.active_mask[index // 8] >> (index % 8) & 1)
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    signer: Pubkey
+    p2p_identity: Pubkey
+    earned: int
+    pending: bool  # joined for the next epoch
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Run account, decoded. `data` keeps the raw bytes for the host core's predictions."""
+
+    address: Pubkey
+    nonce: int
+    run_id: str
+    state: RunState
+    pending_pause: bool
+    authority: Pubkey
+    join_authority: Pubkey
+    checkpointers: tuple[Pubkey, ...]
+    run_state_start: int
+    metadata: RunMetadata
+    config: RunConfig
+    model: ModelConfig
+    progress: Progress
+    clients: tuple[Client, ...]
+    rounds: tuple[
+        Round, ...
+    ]  # this epoch's stored rounds, current first (in Warmup: its witnesses)
+    epoch_start: int
+    last_step: int
+    registry: tuple[RegistryEntry, ...]
+    data: bytes = field(repr=False, compare=False)
+
+    @property
+    def current_round(self) -> Round | None:
+        return self.rounds[0] if self.rounds else None
+
+    @property
+    def round_active(self) -> bool:
+        return self.state in (RunState.RoundTrain, RunState.RoundWitness)
+
+    def phase_timeout(self) -> int | None:
+        """Seconds the current phase lasts at most (None: no time limit)."""
+        c = self.config
+        return {
+            RunState.WaitingForMembers: c.waiting_for_members_extra_time,
+            RunState.Warmup: c.warmup_time,
+            RunState.RoundTrain: c.max_round_train_time,
+            RunState.RoundWitness: c.round_witness_time,
+            RunState.Cooldown: c.cooldown_time,
+        }.get(self.state)
+
+    def client(self, signer: Pubkey) -> Client | None:
+        return next((c for c in self.clients if c.signer == signer), None)
+
+    @classmethod
+    def decode(cls, address: Pubkey, data: bytes, idl: Any) -> Run:
+        raw = idl.decode_account("Run", data)
+        epoch = raw["epoch"]
+        rounds_raw = epoch["rounds"]
+        head = epoch["rounds_head"] % len(rounds_raw)
+        rounds = []
+        if raw["run_state"] in ("Warmup", "RoundTrain", "RoundWitness", "Cooldown"):
+            height = rounds_raw[head]["height"]
+            for back in range(min(height + 1, len(rounds_raw))):
+                r = rounds_raw[(head - back) % len(rounds_raw)]
+                witnesses = tuple(
+                    (w["index"], w["position"]) for w in r["witnesses"][: r["witnesses_len"]]
+                )
+                rounds.append(
+                    Round(
+                        r["height"],
+                        r["data_index"],
+                        r["random_seed"],
+                        r["batch_size"],
+                        r["active_count"],
+                        r["active_mask"],
+                        witnesses,
+                    )
+                )
+        clients = tuple(
+            Client(i, c["signer"], c["p2p_identity"], c["state"], c["exited_height"])
+            for i, c in enumerate(epoch["clients"][: epoch["clients_len"]])
+        )
+        registry = tuple(
+            RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"])
+            for e in raw["registry"][: raw["registry_len"]]
+        )  # fmt: skip
+        return cls(
+            address=address,
+            nonce=raw["nonce"],
+            run_id=text(raw["run_id"]),
+            state=RunState(raw["run_state"]),
+            pending_pause=raw["pending_pause"],
+            authority=raw["authority"],
+            join_authority=raw["join_authority"],
+            checkpointers=tuple(k for k in raw["checkpointers"] if k != Pubkey.default()),
+            run_state_start=raw["run_state_start"],
+            metadata=from_idl(RunMetadata, raw["metadata"]),
+            config=from_idl(RunConfig, raw["config"]),
+            model=from_idl(ModelConfig, raw["model"]),
+            progress=from_idl(Progress, raw["progress"]),
+            clients=clients,
+            rounds=tuple(rounds),
+            epoch_start=epoch["start_timestamp"],
+            last_step=epoch["last_step"],
+            registry=registry,
+            data=bytes(data),
+        )
+
+
+# -- conversion to and from the IDL's dicts -------------------------------------------------------------
+
+
+ENUM_FIELDS = frozenset(
+    {"join_policy", "kind", "architecture", "data_type"}
+)  # str fields that are enums
+
+
+def text(raw: bytes) -> str:
+    """A NUL-padded byte array as text."""
+    return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_idl(cls: type, value: dict[str, Any]) -> Any:
+    """A config dataclass from a decoded IDL struct (padding dropped, text decoded)."""
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        hint, v = _hints(cls)[f.name], value[f.name]
+        if dataclasses.is_dataclass(hint):
+            v = from_idl(hint, v)  # type: ignore[arg-type]
+        elif hint is str and isinstance(v, bytes):
+            v = text(v)
+        kwargs[f.name] = v
+    return cls(**kwargs)
+
+
+def to_idl(obj: Any) -> dict[str, Any]:
+    """The IDL dict of a config dataclass (text encoded; the coder pads it and the padding fields)."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            v = to_idl(v)
+        elif isinstance(v, str) and f.name not in ENUM_FIELDS:
+            v = v.encode()
+        out[f.name] = v
+    return out

@@ -1,0 +1,345 @@
+"""Talking to a cluster: solana-py's AsyncClient with retries, fallback URLs and readable failures.
+
+Transient failures (connection refused or reset, timeouts, HTTP 429/5xx) are retried with exponential backoff,
+then the next URL is tried; a request fails with `RpcUnavailable` only when every URL failed. A transaction
+that the cluster rejects comes back as `ProgramError` (the coordinator's IDL error name, message, the rule it
+logged, and the logs), `InsufficientFunds`, or `TransactionFailed`. Transactions are legacy messages, so the
+loader's write chunks (sized for legacy messages) fit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import httpx2
+from solana.exceptions import SolanaRpcException
+from solana.rpc.async_api import _COMMITMENT_TO_SOLDERS, AsyncClient
+from solana.rpc.commitment import Commitment, Confirmed
+from solana.rpc.core import RPCException, RPCNoResultException
+from solana.rpc.models import MemcmpOpts, TxOpts
+from solders.instruction import Instruction
+from solders.keypair import Keypair
+from solders.message import Message
+from solders.pubkey import Pubkey
+from solders.signature import Signature
+from solders.transaction import Transaction
+
+from .errors import InsufficientFunds, ProgramError, RpcUnavailable, TransactionFailed
+from .idl import Idl
+
+log = logging.getLogger("cohort.sdk.rpc")
+T = TypeVar("T")
+
+_CUSTOM = re.compile(r"Custom\((\d+)\)")
+_PROGRAM_LOG = "Program log: "
+_DUPLICATE_RETRIES = (
+    100  # blockhash polls (0.1 s apart) when an identical transaction already landed
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: the request may not have reached the cluster, or the cluster asked us to back off."""
+    if isinstance(exc, asyncio.TimeoutError | OSError | httpx2.TransportError):
+        return True
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code == 429 or exc.response.status_code >= 500
+    if isinstance(exc, SolanaRpcException):
+        cause = exc.__cause__
+        return cause is None or is_transient(cause)
+    return False
+
+
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__ if isinstance(exc, SolanaRpcException) and exc.__cause__ else exc
+    text = str(cause) or type(cause).__name__
+    return f"{type(cause).__name__}: {text}" if text != type(cause).__name__ else text
+
+
+def failure_from_logs(err: object, logs: Sequence[str], idl: Idl | None) -> TransactionFailed:
+    """The exception for a failed transaction, from its error and logs."""
+    logs = list(logs)
+    text = str(err)
+    match = _CUSTOM.search(text)
+    if match and idl is not None:
+        known = idl.error(int(match.group(1)))
+        if known is not None:
+            # the program logs the rule a validation failed on just before it returns the error
+            rules = [
+                line.removeprefix(_PROGRAM_LOG) for line in logs if line.startswith(_PROGRAM_LOG)
+            ]
+            rule = rules[-1] if rules else None
+            return ProgramError(known.code, known.name, known.msg, logs, rule)
+    lowered = (text + " " + " ".join(logs)).lower()
+    if "insufficient" in lowered and ("fund" in lowered or "lamports" in lowered):
+        return InsufficientFunds(f"the wallet cannot pay for this transaction ({text})")
+    if "accountnotfound" in lowered.replace(" ", "") and "debit" in lowered:
+        return InsufficientFunds("the fee payer has no SOL (fund it with `cohort wallet airdrop`)")
+    return TransactionFailed(f"transaction failed: {text}", logs)
+
+
+class Rpc:
+    """One logical connection to a cluster over one or more RPC URLs."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        idl: Idl | None = None,
+        commitment: Commitment = Confirmed,
+        retries: int = 3,
+        backoff: float = 0.2,
+        timeout: float = 15.0,
+        confirm_timeout: float = 90.0,
+    ) -> None:
+        self.urls = [urls] if isinstance(urls, str) else list(urls)
+        if not self.urls:
+            raise ValueError("Rpc needs at least one URL")
+        if retries < 1:
+            raise ValueError(f"retries must be >= 1, got {retries}")
+        self.idl = idl
+        self.commitment = commitment
+        self.retries, self.backoff, self.confirm_timeout = retries, backoff, confirm_timeout
+        self._clients = [
+            AsyncClient(url, commitment=commitment, timeout=timeout, max_transport_retries=0)
+            for url in self.urls
+        ]
+        self._current = 0  # the URL that answered last: start there next time
+
+    async def close(self) -> None:
+        for client in self._clients:
+            await client.close()
+
+    async def __aenter__(self) -> Rpc:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def url(self) -> str:
+        return self.urls[self._current]
+
+    # -- the retry/fallback core ----------------------------------------------------------------------
+    async def call(self, what: str, request: Callable[[AsyncClient], Awaitable[T]]) -> T:
+        """Run `request` against the current URL, retrying transient failures, then the other URLs."""
+        errors: list[str] = []
+        n = len(self._clients)
+        for k in range(n):
+            index = (self._current + k) % n
+            client = self._clients[index]
+            for attempt in range(self.retries):
+                try:
+                    result = await request(client)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    errors.append(f"{self.urls[index]}: {_describe(exc)}")
+                    log.debug(
+                        "%s failed on %s (attempt %d): %s", what, self.urls[index], attempt + 1, exc
+                    )
+                    if attempt + 1 < self.retries:
+                        await asyncio.sleep(self.backoff * 2**attempt)
+                    continue
+                if index != self._current:
+                    log.info("RPC fallback: %s now goes to %s", what, self.urls[index])
+                self._current = index
+                return result
+        where = ", ".join(self.urls)
+        last = errors[-1].split(": ", 1)[-1] if errors else "no answer"
+        raise RpcUnavailable(f"cannot reach the RPC at {where} ({last})")
+
+    # -- reads ----------------------------------------------------------------------------------------
+    async def account_data(self, address: Pubkey) -> bytes | None:
+        info = await self.call("getAccountInfo", lambda c: c.get_account_info(address))
+        return None if info.value is None else bytes(info.value.data)
+
+    async def account_owner_and_data(self, address: Pubkey) -> tuple[Pubkey, bytes] | None:
+        info = await self.call("getAccountInfo", lambda c: c.get_account_info(address))
+        return None if info.value is None else (info.value.owner, bytes(info.value.data))
+
+    async def balance(self, address: Pubkey) -> int:
+        return (await self.call("getBalance", lambda c: c.get_balance(address))).value
+
+    async def rent_exempt(self, space: int) -> int:
+        response = await self.call(
+            "getMinimumBalanceForRentExemption",
+            lambda c: c.get_minimum_balance_for_rent_exemption(space),
+        )
+        return response.value
+
+    async def program_accounts(
+        self, program: Pubkey, *, discriminator: bytes, size: int | None = None
+    ) -> list[tuple[Pubkey, bytes]]:
+        """Accounts of `program` whose data starts with `discriminator` (a memcmp filter, not a full scan)."""
+        filters: list[Any] = [MemcmpOpts(offset=0, bytes=b58encode(discriminator))]
+        if size is not None:
+            filters.append(size)
+        response = await self.call(
+            "getProgramAccounts",
+            lambda c: c.get_program_accounts(program, encoding="base64", filters=filters),
+        )
+        return [(keyed.pubkey, bytes(keyed.account.data)) for keyed in response.value]
+
+    async def recent_logs(self, address: Pubkey, limit: int = 20) -> list[list[str]]:
+        """Log lines of the latest successful transactions that touched `address`, newest first."""
+        signatures = await self.call(
+            "getSignaturesForAddress", lambda c: c.get_signatures_for_address(address, limit=limit)
+        )
+        wanted = [s.signature for s in signatures.value if s.err is None]
+
+        async def logs(signature: Signature) -> list[str]:
+            tx = await self.call(
+                "getTransaction",
+                lambda c: c.get_transaction(signature, max_supported_transaction_version=0),
+            )
+            meta = tx.value.transaction.meta if tx.value is not None else None
+            return list(meta.log_messages or []) if meta is not None else []
+
+        return list(await asyncio.gather(*(logs(s) for s in wanted)))
+
+    async def unix_time(self) -> int:
+        """The cluster's clock (the Clock sysvar's unix_timestamp)."""
+        from solders.sysvar import CLOCK
+
+        data = await self.account_data(CLOCK)
+        if data is None:
+            raise RpcUnavailable("the cluster has no Clock sysvar")
+        return int.from_bytes(data[32:40], "little", signed=True)
+
+    # -- transactions ---------------------------------------------------------------------------------
+    async def send(
+        self,
+        instructions: Sequence[Instruction],
+        payer: Keypair,
+        signers: Sequence[Keypair] = (),
+        *,
+        confirm: bool = True,
+    ) -> Signature:
+        """Sign with the payer and `signers`, send with preflight, wait for confirmation.
+
+        An identical transaction (same instructions, signers and blockhash) that already landed is not a
+        success of this call: it is re-signed with the next blockhash, so the program really runs again.
+        """
+        unique = {bytes(k.pubkey()): k for k in [payer, *signers]}
+        opts = TxOpts(skip_confirmation=True, preflight_commitment=self.commitment)
+        used: set = set()
+        for _ in range(_DUPLICATE_RETRIES):
+            latest = await self.call("getLatestBlockhash", lambda c: c.get_latest_blockhash())
+            blockhash = latest.value.blockhash
+            if blockhash in used:
+                await asyncio.sleep(0.1)
+                continue
+            used.add(blockhash)
+            message = Message.new_with_blockhash(list(instructions), payer.pubkey(), blockhash)
+            tx = Transaction(list(unique.values()), message, blockhash)
+            raw, signature, attempts = bytes(tx), tx.signatures[0], 0
+
+            async def submit(client: AsyncClient, raw: bytes = raw) -> bool:
+                nonlocal attempts
+                attempts += 1
+                try:
+                    await client.send_raw_transaction(raw, opts=opts)
+                except RPCException as exc:
+                    detail = exc.args[0] if exc.args else exc
+                    if "AlreadyProcessed" in str(detail) or "already been processed" in str(detail):
+                        return (
+                            attempts > 1
+                        )  # our own earlier attempt landed; else: an identical twin
+                    raise self._rejection(detail) from None
+                except RPCNoResultException as exc:
+                    raise TransactionFailed(f"the cluster refused the transaction: {exc}") from None
+                return True
+
+            if await self.call("sendTransaction", submit):
+                if confirm:
+                    await self.confirm(signature, latest.value.last_valid_block_height)
+                return signature
+        raise TransactionFailed(
+            "no fresh blockhash to send the transaction with; is the cluster producing blocks?"
+        )
+
+    def _rejection(self, detail: Any) -> TransactionFailed:
+        data = getattr(detail, "data", None)
+        err = getattr(data, "err", None)
+        logs = list(getattr(data, "logs", None) or [])
+        if err is not None:
+            return failure_from_logs(err, logs, self.idl)
+        message = getattr(detail, "message", None) or str(detail)
+        return failure_from_logs(message, logs, self.idl)
+
+    async def confirm(self, signature: Signature, last_valid_block_height: int) -> None:
+        """Poll the signature's status until it reaches our commitment or its blockhash expires."""
+        deadline = time.monotonic() + self.confirm_timeout
+        delay = 0.02
+        while True:
+            statuses = await self.call(
+                "getSignatureStatuses", lambda c: c.get_signature_statuses([signature])
+            )
+            status = statuses.value[0]
+            if status is not None:
+                if status.err is not None:
+                    raise failure_from_logs(status.err, [], self.idl)
+                if status.confirmation_status is not None and int(
+                    status.confirmation_status
+                ) >= int(_commitment_level(self.commitment)):
+                    return
+            if time.monotonic() > deadline:
+                raise TransactionFailed(
+                    f"transaction {signature} not confirmed in {self.confirm_timeout:.0f} s"
+                )
+            height = (await self.call("getBlockHeight", lambda c: c.get_block_height())).value
+            if height > last_valid_block_height:
+                raise TransactionFailed(f"transaction {signature} expired before it was confirmed")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    async def airdrop(self, address: Pubkey, lamports: int) -> Signature:
+        async def request(client: AsyncClient) -> Signature:
+            try:
+                return (await client.request_airdrop(address, lamports)).value
+            except RPCException as exc:
+                detail = exc.args[0] if exc.args else exc
+                message = getattr(detail, "message", None) or str(detail)
+                raise TransactionFailed(f"airdrop refused: {message}") from None
+
+        signature = await self.call("requestAirdrop", request)
+        latest = await self.call("getLatestBlockhash", lambda c: c.get_latest_blockhash())
+        await self.confirm(signature, latest.value.last_valid_block_height)
+        return signature
+
+    async def raw_request(self, method: str, params: list[Any]) -> Any:
+        """A JSON-RPC call solana-py does not know (e.g. the localnet's `localnet_warpTime`)."""
+
+        async def request(client: AsyncClient) -> Any:
+            session = client._provider.session
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+            response = await session.post(client._provider.endpoint_uri, json=body)
+            response.raise_for_status()
+            payload = response.json()
+            if "error" in payload:
+                raise TransactionFailed(f"{method}: {payload['error'].get('message')}")
+            return payload["result"]
+
+        return await self.call(method, request)
+
+
+def _commitment_level(commitment: Commitment):
+    return _COMMITMENT_TO_SOLDERS[commitment]
+
+
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def b58encode(data: bytes) -> str:
+    """Base58 (Bitcoin alphabet), as memcmp filters take their bytes."""
+    n = int.from_bytes(data, "big")
+    out = ""
+    while n:
+        n, r = divmod(n, 58)
+        out = _B58[r] + out
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out

@@ -1,0 +1,69 @@
+"""Wallets: keypair files in the `solana-keygen` format (a JSON array of the 64 secret+public key bytes)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from solders.keypair import Keypair
+
+from .errors import WalletError
+
+DEFAULT_WALLET = Path("~/.config/solana/id.json")  # where the Solana CLI keeps its default keypair
+LAMPORTS_PER_SOL = 1_000_000_000
+
+
+def load_keypair(path: str | Path) -> Keypair:
+    """Read a solana-keygen keypair file."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise WalletError(
+            f"no wallet at {path}: create one with `cohort wallet new` (or pass --wallet)"
+        )
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise WalletError(f"cannot read wallet {path}: {e}") from None
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 64
+        or not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256 for b in raw)
+    ):
+        raise WalletError(
+            f"wallet {path} is not a solana-keygen keypair (a JSON array of 64 bytes)"
+        )
+    try:
+        keypair = Keypair.from_bytes(bytes(raw))
+    except ValueError as e:
+        raise WalletError(f"wallet {path} holds an invalid keypair: {e}") from None
+    return keypair
+
+
+def save_keypair(keypair: Keypair, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a keypair in the solana-keygen format, readable by its owner only."""
+    path = Path(path).expanduser()
+    if path.exists() and not overwrite:
+        raise WalletError(f"{path} already exists (pass --force to overwrite it)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(list(bytes(keypair)), f)
+    os.replace(tmp, path)
+    return path
+
+
+def load_or_create_keypair(path: str | Path) -> Keypair:
+    """The keypair at `path`, created first if there is none (program and buffer keypairs of a deploy)."""
+    path = Path(path).expanduser()
+    if path.exists():
+        return load_keypair(path)
+    keypair = Keypair()
+    save_keypair(keypair, path)
+    return keypair
+
+
+def sol(lamports: int) -> str:
+    """Lamports as SOL, the way people read them."""
+    return f"{lamports / LAMPORTS_PER_SOL:.9f}".rstrip("0").rstrip(".") + " SOL"
