@@ -180,6 +180,10 @@ class Chain:
     def run_index_address(self, run_id: bytes) -> Pubkey:
         return Pubkey.find_program_address([b"run", run_id], self.program_id)[0]
 
+    def join_authorization_address(self, run: Pubkey, grantee: Pubkey) -> Pubkey:
+        seeds = [b"join", bytes(run), bytes(grantee)]
+        return Pubkey.find_program_address(seeds, self.program_id)[0]
+
     def create_run(
         self, authority: Keypair, run_id: bytes = b"test-run", join_authority: Pubkey | None = None
     ) -> Pubkey:
@@ -336,9 +340,8 @@ def play_round(
     return submitted
 
 
-def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
-    """Everyone joins, the epoch starts, and the first witness_nodes members' warmup witnesses end
-    Warmup early."""
+def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
+    """Everyone joins and, once the extra waiting time passed, a tick starts the epoch's Warmup."""
     for wallet in members:
         chain.join(wallet, run)
     chain.advance(config["waiting_for_members_extra_time"])
@@ -346,6 +349,11 @@ def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: d
     state = chain.state(run)
     assert state["run_state"] == "Warmup"
     assert state["epoch"]["clients_len"] == len(members)
+
+
+def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
+    """Warmup begins, and the first witness_nodes members' warmup witnesses end it early."""
+    begin_warmup(chain, run, members, config)
     for index in range(config["witness_nodes"]):
         chain.call("warmup_witness", members[index], run, {"index": index})
     assert chain.state(run)["run_state"] == "RoundTrain"
