@@ -31,30 +31,34 @@ def deploy(settings: Settings, program_keypair: Path | None, no_build: bool) -> 
     from .deploy import deploy_program
 
     payer = settings.keypair()
-    if no_build:
-        elf_path = build.TARGET_DIR / f"{PROGRAM_NAME}.so"
-        if not elf_path.exists():
-            raise ConfigError(f"{elf_path} does not exist: build it with `cohort build`")
-    else:
+    keypair_path = program_keypair or build.TARGET_DIR / f"{PROGRAM_NAME}-keypair.json"
+    console = Console(stderr=True)
+
+    def elf() -> bytes:
+        if no_build:
+            path = build.TARGET_DIR / f"{PROGRAM_NAME}.so"
+            if not path.exists():
+                raise ConfigError(f"{path} does not exist: build it with `cohort build`")
+            return path.read_bytes()
         try:
             (program,) = build.build_all([PROGRAM_NAME], log=lambda _: None)
         except build.BuildError as e:
             raise ConfigError(f"build failed: {e}") from None
-        elf_path = program.so_path
-    elf = elf_path.read_bytes()
-    keypair_path = program_keypair or build.TARGET_DIR / f"{PROGRAM_NAME}-keypair.json"
-    console = Console(stderr=True)
+        return program.so_path.read_bytes()
 
     async def main():
         async with settings.rpc() as rpc:
-            await rpc.balance(payer.pubkey())  # fail fast when the cluster is unreachable
+            await rpc.balance(
+                payer.pubkey()
+            )  # fail fast, before building, when the cluster is unreachable
+            program = elf()
             with Progress(
                 TextColumn("writing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=console, transient=True,
+                console=console, transient=True, disable=not console.is_terminal,
             ) as bar:  # fmt: skip
                 task = bar.add_task("write", total=None)
                 return await deploy_program(
-                    rpc, payer, elf, keypair_path,
+                    rpc, payer, program, keypair_path,
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )  # fmt: skip
 

@@ -60,7 +60,7 @@ def create(settings: Settings, config: Path, paused: bool) -> None:
         return await client.create_run(authority, run_file, open_run=not paused)
 
     address = run(_with_client(settings, body))
-    state = "paused" if paused else "open for members"
+    state = "not open yet: `cohort run resume` opens it" if paused else "open for members"
     click.echo(f"created run {run_file.run_id} at {address} ({state})")
 
 
