@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.system_program import TransferParams, transfer
 from support.coordinator_chain import (
     begin_warmup,
     bitmap,
@@ -247,3 +248,16 @@ def test_join_when_the_next_epoch_is_full(chain):
     chain.call("exit_run", c, run)
     chain.join(d, run)
     assert pending_signers(chain.state(run)) == [a.pubkey(), d.pubkey()]
+
+
+def test_lamports_sent_to_an_authorization_address_do_not_block_the_grant(chain, gated):
+    """Anyone can send lamports to any address; that must not stop the PDA from being created."""
+    join_authority, run = gated
+    grantee, mallory = chain.wallet(), chain.wallet()
+    address = chain.join_authorization_address(run, grantee.pubkey())
+    gift = transfer(TransferParams(from_pubkey=mallory.pubkey(), to_pubkey=address, lamports=10**6))
+    chain.send([gift], [mallory])
+    authorize(chain, join_authority, run, grantee.pubkey())
+    auth = chain.idl.decode_account("JoinAuthorization", chain.account_bytes(address))
+    assert auth["allowed"] and auth["grantee"] == grantee.pubkey()
+    chain.join(grantee, run, authorization=address)

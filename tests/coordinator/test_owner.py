@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.system_program import TransferParams, transfer
 from support.coordinator_chain import make_config, make_model, open_run, start_epoch
 
 WEIGHTS = bytes(range(32))
@@ -166,3 +167,16 @@ def test_close_run_checks_its_accounts(chain):
     # an uninitialized run closes (a mistaken creation is refunded)
     chain.call("close_run", authority, run, **close_accounts(chain, run, recipient))
     assert chain.account_bytes(run) is None and chain.account_bytes(other) is not None
+
+
+def test_lamports_sent_to_a_run_index_address_do_not_block_the_run_id(chain):
+    """Anyone can send lamports to the PDA of a run id before it is used (here more than its rent)."""
+    mallory = chain.wallet()
+    index = chain.run_index_address(b"test-run")
+    gift = transfer(TransferParams(from_pubkey=mallory.pubkey(), to_pubkey=index, lamports=10**8))
+    chain.send([gift], [mallory])
+    authority = chain.wallet()
+    run = chain.create_run(authority)
+    run_index = chain.idl.decode_account("RunIndex", chain.account_bytes(index))
+    assert run_index["run"] == run and run_index["authority"] == authority.pubkey()
+    assert chain.svm.get_account(index).owner == chain.program_id
