@@ -30,3 +30,19 @@ def test_localnet_start_validates_its_options():
     result = CliRunner().invoke(cli, ["localnet", "start", "--port", "70000"])
     assert result.exit_code != 0
     assert "port" in result.output.lower()
+
+
+def test_every_subcommand_has_help():
+    groups = {"run": ["create", "update", "pause", "resume", "status", "list", "watch", "close"],
+              "wallet": ["new", "address", "balance", "airdrop"]}  # fmt: skip
+    top = CliRunner().invoke(cli, ["--help"]).output
+    for command in ("deploy", "run", "wallet"):
+        assert command in top
+    paths = [["deploy"]] + [[g, c] for g, cs in groups.items() for c in cs]
+    for path in paths:
+        result = CliRunner().invoke(cli, [*path, "--help"])
+        assert result.exit_code == 0, result.output
+        summary = result.output.split("\n\n")[1].strip()
+        assert len(summary) > 20, (path, result.output)
+        if path[0] != "wallet" or path[1] in ("balance", "airdrop"):
+            assert "--cluster" in result.output or path[1:] in (["new"], ["address"])

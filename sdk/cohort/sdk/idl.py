@@ -209,7 +209,9 @@ class Idl:
                     self._encode(f["type"], fields[f["name"]], f"{path}.{f['name']}")
                     for f in declared
                 )
-            else:
+            else:  # tuple variant: a sequence, or the {position: value} dict decode gives
+                if isinstance(fields, dict):
+                    fields = [fields[i] for i in range(len(declared))]
                 out += b"".join(
                     self._encode(t, v, path) for t, v in zip(declared, fields, strict=True)
                 )
