@@ -470,7 +470,7 @@ INSTRUCTIONS = (
         "set_join_authorization",
         (
             Account("join_authority", writable=True, signer=True),
-            Account("run"),
+            Account("run", writable=True, doc="a revoked wallet's pending join is withdrawn"),
             Account("authorization", writable=True, doc='PDA ["join", run, grantee]'),
             Account("system_program", address=SYSTEM_PROGRAM),
         ),
@@ -555,6 +555,7 @@ ERRORS = (
     Error("InvalidCheckpoint", "Checkpoint kind or repo is invalid"),
     Error("ArithmeticOverflow", "Arithmetic overflow"),
     Error("DuplicateAccount", "The same account was passed for two roles"),
+    Error("WrongProgram", "Expected the system program"),
 )
 
 

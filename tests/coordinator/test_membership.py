@@ -9,6 +9,7 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.system_program import TransferParams, transfer
 from support.coordinator_chain import (
+    ProgramFailed,
     begin_warmup,
     bitmap,
     make_config,
@@ -175,6 +176,30 @@ def test_revoked_authorization_no_longer_admits(chain, gated):
     assert chain.fails("join_run", wallet, run, args, authorization=address) == "JoinNotAuthorized"
     authorize(chain, join_authority, run, wallet.pubkey())  # granted again
     chain.join(wallet, run, authorization=address)
+
+
+def test_revoking_withdraws_a_pending_join(chain, gated):
+    join_authority, run = gated
+    wallet, other = chain.wallet(), chain.wallet()
+    address = authorize(chain, join_authority, run, wallet.pubkey())
+    chain.join(wallet, run, authorization=address)
+    chain.join(other, run, authorization=authorize(chain, join_authority, run, other.pubkey()))
+    nonce = chain.state(run)["nonce"]
+    authorize(chain, join_authority, run, wallet.pubkey(), allowed=False)
+    state = chain.state(run)
+    assert pending_signers(state) == [other.pubkey()]  # it would otherwise enter the next epoch
+    assert state["nonce"] == nonce + 1
+
+
+def test_the_system_program_account_is_checked(chain, gated):
+    join_authority, run = gated
+    grantee = chain.wallet().pubkey()
+    accounts = {"join_authority": join_authority.pubkey(), "run": run,
+                "authorization": chain.join_authorization_address(run, grantee), "system_program": run}  # fmt: skip
+    ix = chain.ix("set_join_authorization", accounts, {"grantee": grantee, "allowed": True})
+    with pytest.raises(ProgramFailed) as e:
+        chain.send([ix], [join_authority])
+    assert e.value.name == "WrongProgram"
 
 
 def test_authorization_for_another_run_is_rejected(chain, gated):

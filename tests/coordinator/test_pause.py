@@ -65,9 +65,13 @@ def test_pause_while_training_takes_effect_after_cooldown(chain, core):
     assert chain.fails("tick", members[0], run) == "Halted"
     assert chain.fails("set_paused", authority, run, {"paused": True}) == "Halted"
 
-    # joins made while paused do not carry over the resume; joining again after it does
-    chain.join(members[0], run)
-    assert pending_joins(chain.state(run)) == 1
+    # joins while paused are refused (resuming would void them anyway); joining after the resume works
+    assert (
+        chain.fails(
+            "join_run", members[0], run, {"p2p_identity": members[0].pubkey()}, authorization=run
+        )
+        == "Halted"
+    )
     meta = pause(chain, authority, run, False)
     assert phases(chain, meta) == [("Paused", "WaitingForMembers")]
     state = chain.state(run)

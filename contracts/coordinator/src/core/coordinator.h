@@ -26,6 +26,8 @@ uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char
 /* ---- clients */
 uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity);
 uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer);
+/* Withdraw a wallet's join for the next epoch (its join authorization was revoked); true if it had one. */
+bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer);
 uint64_t coord_tick(Run *run, const CoordEnv *env);
 uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, uint16_t index);
 uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, const WitnessArgs *args);

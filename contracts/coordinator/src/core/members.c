@@ -78,7 +78,8 @@ static uint64_t stale_registry_entry(const Run *run) {
 
 uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity) {
   if (run->run_state == RUN_STATE_FINISHED) return ERR_FINISHED;
-  if (run->run_state == RUN_STATE_UNINITIALIZED) return ERR_HALTED;
+  /* Paused too: resuming voids every earlier join, so accepting one now would be a silent no-op */
+  if (run->run_state == RUN_STATE_UNINITIALIZED || run->run_state == RUN_STATE_PAUSED) return ERR_HALTED;
   uint64_t r = find_registry(run, signer);
   bool already_pending = r != NOT_FOUND && run->registry[r].join_marker == run->next_active;
   if (!already_pending && pending_count(run) >= epoch_capacity(run)) return ERR_RUN_FULL;
@@ -98,6 +99,13 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
   coord_emit(EVENT_CLIENT_JOINED, &event, sizeof(event));
   tick_opportunistically(run, env);
   return SUCCESS;
+}
+
+bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer) {
+  uint64_t r = find_registry(run, signer);
+  if (r == NOT_FOUND || run->registry[r].join_marker != run->next_active) return false;
+  run->registry[r].join_marker = 0;
+  return true;
 }
 
 /* Leave voluntarily (Psyche had no such instruction): stop training from the next round, and free the

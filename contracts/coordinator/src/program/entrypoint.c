@@ -260,6 +260,7 @@ __attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
   if (!run_account->is_writable || !index->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
   if (sol_get_u64(run_account->data) != 0) return ERR_ALREADY_INITIALIZED;
   if (sol_pubkey_eq(run_account->key, index->key)) return ERR_DUPLICATE_ACCOUNT;
+  if (!sol_is_system_program(p->ka[4].key)) return ERR_WRONG_PROGRAM;
 
   SolSignerSeed seeds[3] = {{(const uint8_t *)RUN_SEED, sizeof(RUN_SEED) - 1}, {args->run_id, id_len}, {NULL, 1}};
   SolPubkey expected;
@@ -284,7 +285,8 @@ __attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
   return changed(run, coord_init(run, args->run_id, authority->key, &args->join_authority));
 }
 
-/* [join_authority (pays), run, authorization PDA ["join", run, grantee], system program] */
+/* [join_authority (pays), run, authorization PDA ["join", run, grantee], system program]. Revoking also
+   withdraws the grantee's pending join, which would otherwise still enter the next epoch. */
 __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *p) {
   const SetJoinAuthorizationArgs *args;
   Run *run;
@@ -293,9 +295,10 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
   TRY(need_accounts(p, 4));
   SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
   TRY(check_signer(grantor));
-  TRY(load_run(p, &p->ka[1], false, &run));
+  TRY(load_run(p, &p->ka[1], true, &run));
   if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   if (!auth_account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (!sol_is_system_program(p->ka[3].key)) return ERR_WRONG_PROGRAM;
   if (auth_account->data_len == 0) {
     SolSignerSeed seeds[4] = {{(const uint8_t *)JOIN_SEED, sizeof(JOIN_SEED) - 1},
                               {p->ka[1].key->x, SIZE_PUBKEY},
@@ -320,6 +323,7 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
   JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
   if (!sol_pubkey_eq(&auth->run, p->ka[1].key) || !sol_pubkey_eq(&auth->grantee, &args->grantee)) return ERR_WRONG_PDA;
   auth->allowed = args->allowed;
+  if (!args->allowed && coord_withdraw_pending_join(run, &args->grantee)) run->nonce++;
   return SUCCESS;
 }
 
