@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from cohort.client.distro.dct import dct_basis, decode, encode
+from cohort.client.distro.dct import dct_basis, decode, decode_sparse, encode
 from cohort.client.distro.layout import chunk_size, tile_for
 
 
@@ -114,3 +114,16 @@ def test_bad_tiling_is_rejected():
         encode(torch.zeros(10, 10), (3, 3))
     with pytest.raises(ValueError, match="do not fit"):
         decode(torch.zeros(4, 9), (3, 3), (9, 9))
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile", "k"),
+    [((2, 128, 64), (64, 32), 4), ((3, 20, 30), (10, 15), 7), ((300,), (60,), 5)],
+)
+def test_sparse_decode_equals_dense_decode(shape, tile, k):
+    from cohort.client.distro.compress import compress, densify
+
+    kept = compress(encode(torch.randn(shape, dtype=torch.float64), tile), k)
+    dense = decode(densify(kept, math.prod(tile)), tile, shape)
+    sparse = decode_sparse(kept.indices, kept.values, tile, shape)
+    torch.testing.assert_close(sparse, dense, rtol=0, atol=1e-5)  # fp32 values, two summation orders

@@ -79,3 +79,30 @@ def decode(
     bands = coefficients.reshape(-1, h // n1, w // n2, n1, n2).permute(0, 1, 3, 2, 4)
     cols = c1.T @ bands.reshape(-1, n1, w)
     return (cols.reshape(-1, n2) @ c2).reshape(shape)
+
+
+def decode_sparse(
+    indices: torch.Tensor,
+    values: torch.Tensor,
+    tile: Sequence[int],
+    shape: Sequence[int],
+    transform: str = "dct",
+) -> torch.Tensor:
+    """`decode` of coefficients that are zero except k per tile, in k/(n1+n2) of its work.
+
+    Each kept coefficient (a, b) of a 2-D tile adds value * outer(C1[a], C2[b]) to the tile, so a
+    tile is one (n1 x k) @ (k x n2) product; indices/values are (num_tiles, k).
+    """
+    _check_tiling(shape, tile)
+    if indices.shape != values.shape or indices.dim() != 2:
+        raise ValueError(
+            f"indices {tuple(indices.shape)} and values {tuple(values.shape)} must be equal 2-D"
+        )
+    bases = [dct_basis(n, values.device, values.dtype, transform) for n in tile]
+    if len(tile) == 1:
+        return torch.bmm(values.unsqueeze(1), bases[0][indices]).reshape(shape)
+    (n1, n2), (c1, c2) = tile, bases
+    h, w = shape[-2:]
+    rows = (c1[indices // n2] * values.unsqueeze(-1)).transpose(1, 2)  # (tiles, n1, k)
+    tiles = torch.bmm(rows, c2[indices % n2])  # (tiles, n1, n2)
+    return tiles.reshape(-1, h // n1, w // n2, n1, n2).permute(0, 1, 3, 2, 4).reshape(shape)

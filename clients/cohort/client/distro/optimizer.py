@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from .aggregate import aggregate_signs
-from .compress import SparseTiles, compress, densify, one_bit_reconstruction
+from .compress import SparseTiles, compress, one_bit_reconstruction
 from .config import DistroConfig
-from .dct import decode, encode
+from .dct import decode_sparse, encode
 from .layout import Bucket, Layout, plan_layout
 from .result import BatchId, DistroResult, ReceivedResult
 from .schedule import Schedule
@@ -100,7 +100,10 @@ class DistroOptimizer:
         for i, (b, m) in enumerate(zip(self.layout.buckets, self.momentum, strict=True)):
             members = self._members(b)
             if self._sent is not None:
-                m.sub_(decode(densify(self._sent[i], b.totalk), b.tile, b.stacked_shape, transform))
+                sent_i = self._sent[i]
+                m.sub_(
+                    decode_sparse(sent_i.indices, sent_i.values, b.tile, b.stacked_shape, transform)
+                )
             if wd:
                 for p in members:
                     p.mul_(1.0 - eta * wd)
