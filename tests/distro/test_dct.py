@@ -126,4 +126,5 @@ def test_sparse_decode_equals_dense_decode(shape, tile, k):
     kept = compress(encode(torch.randn(shape, dtype=torch.float64), tile), k)
     dense = decode(densify(kept, math.prod(tile)), tile, shape)
     sparse = decode_sparse(kept.indices, kept.values, tile, shape)
-    torch.testing.assert_close(sparse, dense, rtol=0, atol=1e-5)  # fp32 values, two summation orders
+    # fp32 values summed in two orders
+    torch.testing.assert_close(sparse, dense, rtol=0, atol=1e-5)

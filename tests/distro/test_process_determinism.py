@@ -27,15 +27,26 @@ def test_separate_processes_agree(tmp_path, fill_grads):
             (tmp_path / f"round{step}" / name).write_bytes(payload)
 
     here = worker.apply_saved(build_model(llama_config("tiny"), seed=0), tmp_path, names)
-    digests = {here}
-    for order, threads in ((names[::-1], 1), ([names[2], names[0], names[3], names[1]], 2)):
-        out = subprocess.run(
+    orders = ((names[::-1], 1), ([names[2], names[0], names[3], names[1]], 2))
+    workers = [
+        subprocess.Popen(
             [sys.executable, str(WORKER), str(tmp_path), ",".join(order), str(threads)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
-            check=True,
         )
-        digests.add(out.stdout.strip())
+        for order, threads in orders
+    ]
+    digests = {here}
+    try:
+        for w in workers:
+            out, err = w.communicate(timeout=120)
+            assert w.returncode == 0, err
+            digests.add(out.strip())
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
     assert len(digests) == 1
     assert here != parameter_digest(build_model(llama_config("tiny"), seed=0))  # something changed
