@@ -11,9 +11,9 @@ from cohort.client.distro import (
     WireCodec,
     plan_layout,
 )
-from cohort.client.distro.aggregate import aggregate_signs, mean_coefficients
+from cohort.client.distro.aggregate import aggregate_signs, aggregate_update, mean_coefficients
 from cohort.client.distro.compress import SparseTiles, compress
-from cohort.client.distro.dct import encode
+from cohort.client.distro.dct import decode, encode, sparse_pays
 
 SHAPES = [("w1", (24, 32)), ("w2", (24, 32)), ("b", (32,)), ("e", (40, 8))]
 
@@ -36,10 +36,14 @@ def fingerprint(tensors: list[torch.Tensor]) -> bytes:
     return b"".join(t.contiguous().numpy().tobytes() for t in tensors)
 
 
-@pytest.mark.parametrize("quantize", [True, False])
-def test_every_arrival_order_gives_identical_bytes(quantize):
+# chunk 8 / top-6: few large terms, dense inverse DCT; chunk 32 / top-2: term-by-term (sparse)
+ORDERS = [(True, 8, 6), (False, 8, 6), (True, 32, 2), (False, 32, 2)]
+
+
+@pytest.mark.parametrize(("quantize", "chunk", "topk"), ORDERS)
+def test_every_arrival_order_gives_identical_bytes(quantize, chunk, topk):
     config = DistroConfig(
-        compression_chunk=8, compression_topk=6, quantize_1bit=quantize, value_dtype="fp32"
+        compression_chunk=chunk, compression_topk=topk, quantize_1bit=quantize, value_dtype="fp32"
     )
     codec, payloads = peers(config, 4)
     seen_means, seen_signs = set(), set()
@@ -48,6 +52,21 @@ def test_every_arrival_order_gives_identical_bytes(quantize):
         seen_means.add(fingerprint(list(mean_coefficients(codec.layout, received))))
         seen_signs.add(fingerprint(aggregate_signs(codec.layout, received)))
     assert len(seen_means) == 1 and len(seen_signs) == 1
+
+
+@pytest.mark.parametrize(("quantize", "chunk", "topk"), ORDERS)
+def test_sparse_and_dense_inverse_agree(quantize, chunk, topk):
+    config = DistroConfig(
+        compression_chunk=chunk, compression_topk=topk, quantize_1bit=quantize, value_dtype="fp32"
+    )
+    codec, payloads = peers(config, 4)
+    received = [codec.decode(p) for p in payloads]
+    means = mean_coefficients(codec.layout, received)
+    updates = aggregate_update(codec.layout, received)
+    assert any(sparse_pays(4 * b.topk, b.tile) for b in codec.layout.buckets) == (chunk == 32)
+    for b, mean, update in zip(codec.layout.buckets, means, updates, strict=True):
+        expected = decode(mean, b.tile, b.stacked_shape)
+        torch.testing.assert_close(update, expected, rtol=0, atol=1e-5)
 
 
 def test_scatter_mean_averages_only_peers_that_picked_a_coefficient():

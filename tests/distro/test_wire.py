@@ -190,6 +190,15 @@ def test_rejects_non_finite_values():
         codec.decode(bad)
 
 
+def test_encode_refuses_values_receivers_would_reject():
+    codec, result = make(config_for("fp16"))
+    big = result.tiles[0].values.clone()
+    big[0, 0] = 1e6  # beyond fp16
+    tiles = (type(result.tiles[0])(result.tiles[0].indices, big), *result.tiles[1:])
+    with pytest.raises(ValueError, match="not finite in fp16"):
+        codec.encode(DistroResult(0, BatchId(0, 0), tiles))
+
+
 def test_wrong_value_kind_for_run():
     codec, result = make(ONE_BIT)
     payload = codec.encode(result)

@@ -81,6 +81,12 @@ def decode(
     return (cols.reshape(-1, n2) @ c2).reshape(shape)
 
 
+def sparse_pays(terms_per_tile: int, tile: Sequence[int]) -> bool:
+    """Whether `decode_sparse` of this many terms per tile needs no more memory than `decode`
+    (it then also needs fewer operations)."""
+    return terms_per_tile * sum(tile) <= math.prod(tile)
+
+
 def decode_sparse(
     indices: torch.Tensor,
     values: torch.Tensor,

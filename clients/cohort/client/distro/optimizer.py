@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from .aggregate import aggregate_signs
-from .compress import SparseTiles, compress, one_bit_reconstruction
+from .compress import SparseTiles, compress, densify, one_bit_reconstruction
 from .config import DistroConfig
-from .dct import decode_sparse, encode
+from .dct import decode, decode_sparse, encode, sparse_pays
 from .layout import Bucket, Layout, plan_layout
 from .result import BatchId, DistroResult, ReceivedResult
 from .schedule import Schedule
@@ -100,17 +100,15 @@ class DistroOptimizer:
         for i, (b, m) in enumerate(zip(self.layout.buckets, self.momentum, strict=True)):
             members = self._members(b)
             if self._sent is not None:
-                sent_i = self._sent[i]
-                m.sub_(
-                    decode_sparse(sent_i.indices, sent_i.values, b.tile, b.stacked_shape, transform)
-                )
+                m.sub_(self._reconstruct(self._sent[i], b))
             if wd:
                 for p in members:
                     p.mul_(1.0 - eta * wd)
             if decay != 1.0:
                 m.mul_(decay)
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in members]
-            m.add_(torch.stack(grads).view(m.shape).float(), alpha=eta)
+            for j, p in enumerate(members):
+                if p.grad is not None:
+                    m[j].add_(p.grad.view(m.shape[1:]), alpha=eta)
             tiles = compress(encode(m, b.tile, transform), b.topk)
             kept.append(tiles)
             sent.append(self._as_removed(tiles))
@@ -129,6 +127,13 @@ class DistroOptimizer:
         directions = aggregate_signs(self.layout, received, self.params[0].device)
         for b, direction in zip(self.layout.buckets, directions, strict=True):
             self._step_along(b, direction, eta)
+
+    def _reconstruct(self, tiles: SparseTiles, bucket: Bucket) -> torch.Tensor:
+        """IDCT of one result's sparse tiles, stacked like the bucket."""
+        plan = (bucket.tile, bucket.stacked_shape, self.layout.transform)
+        if sparse_pays(bucket.topk, bucket.tile):
+            return decode_sparse(tiles.indices, tiles.values, *plan)
+        return decode(densify(tiles, bucket.totalk), *plan)
 
     def _step_along(self, bucket: Bucket, direction: torch.Tensor, eta: float) -> None:
         """w -= eta * direction for every parameter of the bucket (direction is stacked)."""

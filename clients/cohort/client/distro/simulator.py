@@ -65,6 +65,8 @@ class DataParallelSimulator:
     ) -> None:
         if replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {replicas}")
+        if global_batch < replicas:
+            raise ValueError(f"a global batch of {global_batch} cannot feed {replicas} replicas")
         self.models = [copy.deepcopy(model) for _ in range(replicas)]
         self.optimizers = [DistroOptimizer(m.named_parameters(), config, lr) for m in self.models]
         self.sequences = sequences

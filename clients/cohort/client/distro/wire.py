@@ -65,10 +65,14 @@ def as_received(tiles: SparseTiles, kind: str) -> SparseTiles:
     """The values a receiver decodes for these tiles (rounded to the wire dtype, or +-1)."""
     if kind == "1bit":
         return quantize_1bit(tiles)
+    return SparseTiles(tiles.indices, _rounded(tiles.values, kind))
+
+
+def _rounded(values: torch.Tensor, kind: str) -> torch.Tensor:
+    """Values as they come out of the wire dtype `kind` (bf16, fp16 or fp32), as float32."""
     if kind == "fp32":
-        return tiles
-    dtype = torch.bfloat16 if kind == "bf16" else torch.float16
-    return SparseTiles(tiles.indices, tiles.values.to(dtype).float())
+        return values.float()
+    return values.to(torch.bfloat16 if kind == "bf16" else torch.float16).float()
 
 
 def _values_size(kind: str, count: int) -> int:
@@ -147,6 +151,9 @@ class WireCodec:
         v = values.detach().cpu().reshape(-1)
         if self.kind == "1bit":
             return np.packbits(torch.signbit(v).numpy(), bitorder="little").tobytes()
+        # receivers reject non-finite values, so never send any (fp16 overflows above 65504)
+        if not bool(torch.isfinite(_rounded(v, self.kind)).all()):
+            raise ValueError(f"{_name(self.layout, b)}: values are not finite in {self.kind}")
         if self.kind == "bf16":
             return v.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
         if self.kind == "fp16":
