@@ -149,3 +149,26 @@ def test_phase_misuse_and_empty_apply(caplog):
     assert all(not m.any() for m in opt.momentum)
     with pytest.raises(ValueError, match="trainable"):
         DistroOptimizer([], DistroConfig(), Constant(0.1))
+
+
+def test_state_round_trip_continues_identically(tmp_path):
+    config = DistroConfig(compression_chunk=4, compression_topk=2)
+    a, b = Two(), Two()
+    opt_a = DistroOptimizer(a.named_parameters(), config, Constant(0.1))
+    set_grads(a, 1)
+    opt_a.generate(0, BATCH)
+    torch.save(opt_a.state_dict(), tmp_path / "distro.pt")
+    opt_b = DistroOptimizer(b.named_parameters(), config, Constant(0.1))
+    opt_b.load_state_dict(torch.load(tmp_path / "distro.pt"))
+    b.load_state_dict(a.state_dict())
+    for model, opt in ((a, opt_a), (b, opt_b)):
+        opt.lookahead(1)
+        set_grads(model, 2)
+        opt.generate(1, BATCH)
+    assert all(torch.equal(x, y) for x, y in zip(opt_a.momentum, opt_b.momentum, strict=True))
+    assert torch.equal(a.w, b.w)
+    other = DistroOptimizer(
+        Two().named_parameters(), DistroConfig(compression_chunk=2), Constant(0.1)
+    )
+    with pytest.raises(ValueError, match="different parameter layout"):
+        other.load_state_dict(opt_a.state_dict())

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class DistroOptimizer:
-    """DisTrO for one replica over a fixed list of parameters (their order is the wire order)."""
+    """DisTrO for one replica over a fixed list of parameters (their order defines the layout)."""
 
     def __init__(
         self,
@@ -141,6 +141,28 @@ class DistroOptimizer:
             p.sub_(d.view_as(p).to(p.dtype), alpha=eta)
 
     # -- state ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Momentum and last transmission (to checkpoint; a restart then needs no cold start)."""
+        if self._saved is not None:
+            raise RuntimeError("cannot checkpoint between lookahead and generate")
+        sent = None if self._sent is None else [(t.indices, t.values) for t in self._sent]
+        return {"layout": self.layout.digest, "momentum": list(self.momentum), "sent": sent}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()` output; the parameter layout must be the same."""
+        if state.get("layout") != self.layout.digest:
+            raise ValueError("optimizer state was saved for a different parameter layout")
+        momentum = state["momentum"]
+        if [tuple(m.shape) for m in momentum] != [tuple(m.shape) for m in self.momentum]:
+            raise ValueError("optimizer state has momentum buffers of the wrong shapes")
+        for mine, saved in zip(self.momentum, momentum, strict=True):
+            mine.copy_(saved)
+        sent = state["sent"]
+        device = self.momentum[0].device
+        self._sent = (
+            None if sent is None else [SparseTiles(i.to(device), v.to(device)) for i, v in sent]
+        )
 
     def reset_momentum(self) -> None:
         """Cold start: forget the momentum and our last transmission."""
