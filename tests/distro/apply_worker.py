@@ -11,7 +11,8 @@ import torch
 from cohort.client.distro import Constant, DistroConfig, DistroOptimizer
 from cohort.client.model import build_model, llama_config, parameter_digest
 
-CONFIG = DistroConfig(compression_chunk=32, compression_topk=8)
+# 4 peers x top-4 on 32x32 tiles: the term-by-term inverse DCT; vectors: the dense one
+CONFIG = DistroConfig(compression_chunk=32, compression_topk=4)
 LR = Constant(1e-3)
 
 
