@@ -41,8 +41,12 @@ def llama_config(
 def build_model(
     config: LlamaConfig, seed: int = 0, device: str | torch.device = "cpu"
 ) -> LlamaForCausalLM:
-    """A freshly initialised model; the same seed gives bit-identical weights."""
-    with torch.random.fork_rng(devices=[]):
+    """A freshly initialised model, built on `device`; the same seed and device give
+    bit-identical weights."""
+    device = torch.device(device)
+    rng_devices = []  # fork_rng wants CUDA device indices
+    if device.type == "cuda":
+        rng_devices = [torch.cuda.current_device() if device.index is None else device.index]
+    with torch.random.fork_rng(devices=rng_devices), device:
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-    return model.to(device)
+        return LlamaForCausalLM(config)
