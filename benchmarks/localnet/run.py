@@ -175,11 +175,10 @@ def main() -> None:
         ("RPC sendTransaction + preflight, --ledger fsync", durable, durable_cpu),
     ):
         print(f"{name:50} {tps:8.0f} {tps / best:7.3f} {cpu:13.0f}")
-    worst = min(memory, durable) / best
-    verdict = "meets" if worst >= TARGET_RATIO else "MISSES"
-    print(
-        f"ratio (slower RPC path / faster in-process run): {worst:.3f} ({verdict} the {TARGET_RATIO} target)"
-    )
+    for name, tps in (("in memory", memory), ("with --ledger (fsync before each answer)", durable)):
+        ratio = tps / best
+        verdict = "meets" if ratio >= TARGET_RATIO else "misses"
+        print(f"RPC / in-process, {name}: {ratio:.3f} ({verdict} the {TARGET_RATIO} target)")
     capacity = 1e6 / max(memory_cpu, durable_cpu) / best
     print(f"server-CPU-bound ratio (1 / server us per tx, vs in-process): {capacity:.3f}")
 

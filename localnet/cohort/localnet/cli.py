@@ -50,9 +50,19 @@ def start(host: str, port: int, ledger: Path | None, reset: bool, slot_ms: int) 
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        asyncio.run(_serve(config))
+        _run(_serve(config))
     except OSError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _run(main) -> None:
+    """uvloop when available (the event loop is a good part of each request's cost), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 async def _serve(config: LocalnetConfig) -> None:

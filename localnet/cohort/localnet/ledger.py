@@ -14,7 +14,6 @@ crash mid-write) is cut back to the last complete record on open, and the caller
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -24,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from . import jsonio
 
 log = logging.getLogger("cohort.localnet.ledger")
 
@@ -39,7 +40,7 @@ class LedgerCorrupt(Exception):
 
 
 def frame(payload: dict[str, Any]) -> bytes:
-    body = json.dumps(payload, separators=(",", ":")).encode()
+    body = jsonio.dumps(payload)
     return _FRAME.pack(MAGIC, len(body), zlib.crc32(body)) + body
 
 
@@ -56,7 +57,7 @@ def read_frames(data: bytes) -> tuple[list[dict[str, Any]], int]:
         if zlib.crc32(body) != crc:
             break
         try:
-            out.append(json.loads(body))
+            out.append(jsonio.loads(body))
         except ValueError:
             break
         pos = end

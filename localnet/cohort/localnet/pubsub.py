@@ -7,13 +7,13 @@ bank calls in after each landed transaction (`on_transaction`) and each new slot
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from solders.account import Account
 from solders.pubkey import Pubkey
 
+from . import jsonio
 from .encode_account import check_data_slice, check_encoding, encode_account
 from .errors import RpcError, invalid_params
 from .filters import AccountFilter, matches, parse_filters
@@ -45,7 +45,7 @@ def _notification(method: str, sub_id: int, result: Any) -> str:
         "method": method,
         "params": {"result": result, "subscription": sub_id},
     }
-    return json.dumps(message, separators=(",", ":"))
+    return jsonio.dumps_text(message)
 
 
 class PubSub:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from . import jsonio
 from .errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
 from .methods import METHODS
 
@@ -20,7 +20,7 @@ _FATAL = (KeyboardInterrupt, SystemExit, asyncio.CancelledError, GeneratorExit)
 
 
 def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return jsonio.dumps(obj)
 
 
 def error_response(error: RpcError, request_id: Any = None) -> dict[str, Any]:
@@ -37,7 +37,7 @@ class Dispatcher:
     async def handle_body(self, body: bytes) -> bytes:
         """One HTTP body in, one HTTP body out."""
         try:
-            request = json.loads(body)
+            request = jsonio.loads(body)
         except (ValueError, UnicodeDecodeError):
             return dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
         self.node.sync()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from . import jsonio
 from .config import MAX_REQUEST_BYTES, LocalnetConfig
 from .errors import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
 from .node import Node
@@ -233,7 +233,7 @@ class Localnet:
                     connection.send(self._ws_request(msg.data, connection))
                 elif msg.type == WSMsgType.BINARY:
                     connection.send(
-                        json.dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
+                        jsonio.dumps_text(error_response(RpcError(PARSE_ERROR, "Parse error")))
                     )
                 elif msg.type == WSMsgType.ERROR:
                     break
@@ -254,11 +254,11 @@ class Localnet:
     def _ws_request(self, text: str, connection: _WsConnection) -> str:
         assert self.node is not None
         try:
-            request = json.loads(text)
+            request = jsonio.loads(text)
         except ValueError:
-            return json.dumps(error_response(RpcError(PARSE_ERROR, "Parse error")))
+            return jsonio.dumps_text(error_response(RpcError(PARSE_ERROR, "Parse error")))
         if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            return json.dumps(error_response(RpcError(INVALID_REQUEST, "Invalid request")))
+            return jsonio.dumps_text(error_response(RpcError(INVALID_REQUEST, "Invalid request")))
         request_id: Any = request.get("id")
         method = request["method"]
         pubsub = self.node.pubsub
@@ -270,5 +270,5 @@ class Localnet:
             else:
                 raise RpcError(METHOD_NOT_FOUND, "Method not found")
         except RpcError as exc:
-            return json.dumps(error_response(exc, request_id))
-        return json.dumps({"jsonrpc": "2.0", "result": result, "id": request_id})
+            return jsonio.dumps_text(error_response(exc, request_id))
+        return jsonio.dumps_text({"jsonrpc": "2.0", "result": result, "id": request_id})
