@@ -12,20 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..distro.result import BatchId
-
-
-def split_batch(start: int, size: int, replicas: int) -> list[BatchId]:
-    """Consecutive shards of the global batch [start, start + size): the first size % replicas get +1."""
-    if size < replicas or replicas < 1:
-        raise ValueError(f"a batch of {size} sequences cannot be split among {replicas} replicas")
-    base, extra = divmod(size, replicas)
-    shards, at = [], start
-    for r in range(replicas):
-        n = base + (1 if r < extra else 0)
-        shards.append(BatchId(at, at + n - 1))
-        at += n
-    return shards
+from .batch import BatchId
 
 
 @dataclass

@@ -4,10 +4,10 @@ Pure torch; never imports the SDK. See optimizer.py for one round of the algorit
 wire.py for the byte format peers exchange.
 """
 
-from .aggregate import aggregate_signs, mean_coefficients
+from .aggregate import aggregate_signs, aggregate_update, mean_coefficients
 from .compress import SparseTiles, compress, densify, one_bit_reconstruction, quantize_1bit
 from .config import DistroConfig
-from .dct import dct_basis, decode, encode
+from .dct import dct_basis, decode, decode_sparse, encode
 from .layout import Bucket, Layout, chunk_size, plan_layout
 from .optimizer import DistroOptimizer
 from .result import BatchId, DistroResult, ReceivedResult
@@ -33,11 +33,13 @@ __all__ = [
     "WireCodec",
     "WireError",
     "aggregate_signs",
+    "aggregate_update",
     "chunk_size",
     "commitment",
     "compress",
     "dct_basis",
     "decode",
+    "decode_sparse",
     "densify",
     "encode",
     "mean_coefficients",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..data.batch import split_batch
 from .config import DistroConfig
 from .optimizer import DistroOptimizer
 from .result import BatchId
@@ -45,8 +46,6 @@ class Shards:
     replicas: int
 
     def __call__(self, step: int) -> list[BatchId]:
-        from ..data.dataset import split_batch
-
         return split_batch(step * self.global_batch, self.global_batch, self.replicas)
 
 
