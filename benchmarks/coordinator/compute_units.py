@@ -33,6 +33,7 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
 
     authority = chain.wallet()
     run = chain.create_run(authority)
+    record("initialize_run (+ createAccount)", chain.last_result)
     config = make_config(clients, witness_nodes=min(32, clients // 2),
                          global_batch_size_start=clients, global_batch_size_end=2 * clients)  # fmt: skip
     record("update_config", chain.call("update_config", authority, run,
@@ -44,6 +45,11 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     record("set_checkpointers", chain.call("set_checkpointers", authority, run,
            {"checkpointers": [checkpointer.pubkey()] + [Pubkey.default()] * 7}))  # fmt: skip
     record("set_paused (resume)", chain.call("set_paused", authority, run, {"paused": False}))
+    grantee = chain.wallet(1).pubkey()
+    grant = {"join_authority": authority.pubkey(), "run": run,
+             "authorization": chain.join_authorization_address(run, grantee)}  # fmt: skip
+    record("set_join_authorization", chain.send(
+        [chain.ix("set_join_authorization", grant, {"grantee": grantee, "allowed": True})], [authority]))  # fmt: skip
     members = [chain.wallet(1) for _ in range(clients)]
     for wallet in members:
         record("join_run", chain.join(wallet, run))

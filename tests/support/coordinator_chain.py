@@ -200,7 +200,7 @@ class Chain:
              "run_index": self.run_index_address(run_id)},
             {"run_id": run_id, "join_authority": join_authority or authority.pubkey()},
         )  # fmt: skip
-        self.send([create, init], [run, authority])
+        self.last_result = self.send([create, init], [run, authority])
         return run.pubkey()
 
     def open_run(
