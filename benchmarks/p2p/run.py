@@ -41,6 +41,9 @@ from cohort.client.p2p import (
 )
 from cohort.client.p2p.peer_process import PeerProcess
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bare_iroh import bare_iroh_rate
+
 SIZES_MB = (1, 10, 64)
 FANOUT = 7
 KINDS = ("iroh", "http")
@@ -196,7 +199,9 @@ def _eccentricity(graph: dict, start) -> int:
     return hops
 
 
-def print_tables(rows: list[ThroughputRow], gossip: list[GossipRow]) -> None:
+def print_tables(
+    rows: list[ThroughputRow], gossip: list[GossipRow], bare: tuple[float, float]
+) -> None:
     print("\nBlob throughput on loopback (MiB/s, median; fan-out = aggregate of 7 clients)\n")
     print(f"| {'scenario':14} | " + " | ".join(f"{k:>7}" for k in KINDS) + " | iroh/HTTP |")
     print("|" + "-" * 16 + "|" + "|".join("-" * 9 for _ in KINDS) + "|-----------|")
@@ -224,6 +229,12 @@ def print_tables(rows: list[ThroughputRow], gossip: list[GossipRow]) -> None:
     print(
         f"\ntarget iroh >= 0.5 x HTTP at 64 MiB: {verdict} (single {single_64:.2f}, fan-out {fan_64:.2f})"
     )
+    ours = by[("iroh", "single", 64)]
+    print(
+        f"floor: bare iroh streams (no cohort framing, allowlist or hashing), single 64 MiB: {bare[0]:.0f} MiB/s, "
+        f"client {bare[1]:.1f} ms/MiB -> cohort's iroh path runs at {ours.mb_per_s / bare[0]:.2f} of it, "
+        f"bare iroh at {bare[0] / by[('http', 'single', 64)].mb_per_s:.2f} of HTTP"
+    )
 
     print("\nGossip over 64 in-process nodes (overlay degree <= 8, repair off)\n")
     print(
@@ -249,7 +260,9 @@ async def main(args: argparse.Namespace) -> None:
         for payload in (256, 3900):
             print(f"gossip, {kind}, {payload} B ...", file=sys.stderr)
             gossip.append(await gossip_spread(kind, 64, args.announcements, payload))
-    print_tables(rows, gossip)
+    print("throughput, bare iroh ...", file=sys.stderr)
+    bare = bare_iroh_rate(args.reps)
+    print_tables(rows, gossip, bare)
     print(
         f"\nmachine: {os.cpu_count()} CPUs, 1-min load average {load_before:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end (other work on the machine lowers every figure)"
