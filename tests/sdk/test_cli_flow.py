@@ -90,8 +90,10 @@ def test_create_status_pause_update_resume_list_close(workspace, helpers, tmp_pa
                                                        'name = "KJV Llama 20M"': 'name = "KJV v2"'})  # fmt: skip
     line = one_error_line(ws.cli("run", "update", "example-kjv", str(changed)))
     assert "NotHalted" in line
-    assert status(ws, "example-kjv")["nonce"] == s["nonce"] + 1  # metadata may change any time
-    assert status(ws, "example-kjv")["total_steps"] == 2000
+    after = status(ws, "example-kjv")
+    assert (
+        after["nonce"] == s["nonce"] and after["total_steps"] == 2000
+    )  # a refused update changes nothing
 
     result = ws.cli("run", "pause", "example-kjv")
     assert result.exit_code == 0 and "Paused" in result.output, result.output

@@ -28,7 +28,6 @@ from .wallet import sol
 log = logging.getLogger("cohort.sdk.client")
 
 FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
-MAX_CHECKPOINTERS = 8
 
 
 class RunClient:
@@ -160,16 +159,20 @@ class RunClient:
         self, authority: Keypair, run: str | Pubkey, run_file: RunFile, *,
         progress: Progress | None = None, payer: Keypair | None = None,
     ) -> None:  # fmt: skip
-        """Send metadata, config (with `progress`, default: the run's current one), model, checkpointers."""
+        """Send config (with `progress`, default: the run's current one), model, metadata, checkpointers.
+
+        The parts the program accepts only while halted go first, so a refused update changes nothing."""
         address = await self.resolve(run)
         if progress is None:
             progress = (await self.fetch_run(address)).progress
-        await self.update_metadata(authority, address, run_file, payer=payer)
         await self._as_authority("update_config", authority, address,
                                  {"config": to_idl(run_file.config), "progress": to_idl(progress)}, payer)  # fmt: skip
         await self._as_authority("update_model", authority, address, {"model": to_idl(run_file.model)}, payer)  # fmt: skip
+        await self.update_metadata(authority, address, run_file, payer=payer)
         checkpointers = list(run_file.checkpointers)
-        checkpointers += [Pubkey.default()] * (MAX_CHECKPOINTERS - len(checkpointers))
+        checkpointers += [Pubkey.default()] * (
+            self.idl.constants["MAX_CHECKPOINTERS"] - len(checkpointers)
+        )
         await self._as_authority("set_checkpointers", authority, address, {"checkpointers": checkpointers}, payer)  # fmt: skip
 
     async def update_run(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,

@@ -34,8 +34,6 @@ from .models import (
     to_idl,
 )
 
-MAX_CHECKPOINTERS = 8
-RUN_ID_LEN = 32
 _INT_RANGES = {
     "u8": (0, 2**8 - 1),
     "u16": (0, 2**16 - 1),
@@ -159,13 +157,14 @@ def parse_run_file(data: dict[str, Any], idl: Idl, path: Path | None = None) -> 
     extra = sorted(set(run) - {"id", "checkpointers"})
     if extra:
         raise ConfigError(f"[run]: unknown key {extra[0]!r} (known keys: id, checkpointers)")
+    max_checkpointers, run_id_len = idl.constants["MAX_CHECKPOINTERS"], idl.constants["RUN_ID_LEN"]
     run_id = run.get("id")
-    if not isinstance(run_id, str) or not 1 <= len(run_id.encode()) <= RUN_ID_LEN or "\0" in run_id:
-        raise ConfigError(f"[run].id: must be 1 to {RUN_ID_LEN} bytes of UTF-8, got {run_id!r}")
+    if not isinstance(run_id, str) or not 1 <= len(run_id.encode()) <= run_id_len or "\0" in run_id:
+        raise ConfigError(f"[run].id: must be 1 to {run_id_len} bytes of UTF-8, got {run_id!r}")
     checkpointers_raw = run.get("checkpointers", [])
-    if not isinstance(checkpointers_raw, list) or len(checkpointers_raw) > MAX_CHECKPOINTERS:
+    if not isinstance(checkpointers_raw, list) or len(checkpointers_raw) > max_checkpointers:
         raise ConfigError(
-            f"[run].checkpointers: expected a list of at most {MAX_CHECKPOINTERS} wallet addresses"
+            f"[run].checkpointers: expected a list of at most {max_checkpointers} wallet addresses"
         )
     checkpointers = []
     for i, key in enumerate(checkpointers_raw):
