@@ -217,3 +217,27 @@ def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
 
     run(_with_client(settings, body))
     click.echo(f"closed run {run_ref}")
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("wallet_address", metavar="WALLET")
+@click.option(
+    "--revoke", is_flag=True, help="Withdraw the permission (and the wallet's pending join)."
+)
+@chain_options
+def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool) -> None:
+    """Let WALLET join RUN (runs whose join_policy is Authorized); signed by the join authority."""
+    from solders.pubkey import Pubkey
+
+    join_authority = settings.keypair()
+    try:
+        grantee = Pubkey.from_string(wallet_address)
+    except ValueError:
+        raise ConfigError(f"WALLET {wallet_address!r} is not a base58 address") from None
+
+    async def body(client, core):
+        await client.set_join_authorization(join_authority, run_ref, grantee, allowed=not revoke)
+
+    run(_with_client(settings, body))
+    click.echo(f"{'revoked' if revoke else 'authorized'} {grantee} for run {run_ref}")
