@@ -49,7 +49,7 @@ async def test_slots_follow_the_wall_clock_and_sysvars_follow_slots(chain_type) 
         assert abs(unix - block_time) <= 1
         (count,) = struct.unpack_from("<Q", hashes_account.data)
         newest_slot, newest_hash = struct.unpack_from("<Q32s", hashes_account.data, 8)
-        assert count > 3 and newest_slot == clock_slot
+        assert count > 3 and newest_slot < clock_slot  # a slot's own hash is not in SlotHashes yet
         block = (await client.get_block(newest_slot)).value
         assert bytes(block.blockhash) == newest_hash
 

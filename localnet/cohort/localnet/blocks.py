@@ -137,5 +137,11 @@ class BlockStore:
         return slot
 
     def slot_hashes(self) -> list[tuple[int, Hash]]:
-        """The SlotHashes sysvar's content: newest first."""
-        return [(slot, Hash.from_string(h)) for slot, h in reversed(self._recent_order)]
+        """The SlotHashes sysvar's content, newest first. As on a validator, a slot's own hash is not
+        in it (it is only known once the slot ends): the newest entry is the previous block's."""
+        latest = self.latest.slot
+        return [
+            (slot, Hash.from_string(h))
+            for slot, h in reversed(self._recent_order)
+            if slot != latest
+        ]
