@@ -197,10 +197,14 @@ def build_sbf(program: Program, *, force: bool = False) -> bool:
 
 
 def host_compiler() -> str:
-    for candidate in (os.environ.get("CC"), "cc", "gcc", find_clang()):
+    """$CC, else cc or gcc, else the clang found for BPF (which also targets the host)."""
+    for candidate in (os.environ.get("CC"), "cc", "gcc"):
         if candidate and shutil.which(candidate):
             return candidate
-    raise BuildError("no host C compiler (cc/gcc/clang) found")
+    try:
+        return find_clang()
+    except BuildError:
+        raise BuildError("no host C compiler found (set CC, or install gcc or clang)") from None
 
 
 def build_host(program: Program, *, force: bool = False) -> bool:

@@ -167,7 +167,7 @@ class CoordinatorCore:
     # -- predictions ----------------------------------------------------------------------------------
     def round_bytes(self, run: bytes, back: int = 0) -> bytes | None:
         """Raw bytes of the current round (back=0) or an earlier one of this epoch."""
-        state = self.idl.decode_account("Run", b"\0" * 0 + self.idl.accounts["Run"] + bytes(run))
+        state = self.idl.decode_account("Run", self.idl.accounts["Run"] + bytes(run))
         epoch = state["epoch"]
         rounds = epoch["rounds"]
         height = rounds[epoch["rounds_head"] % len(rounds)]["height"]
