@@ -15,7 +15,7 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from support.coordinator_chain import Chain, ProgramFailed, make_config, make_model
 
-from cohort.sdk.coordinator_core import CoordinatorCore, Env
+from cohort.sdk.coordinator_core import CoordinatorCore, Env, load_idl
 
 CONFIG = make_config(
     3,
@@ -32,7 +32,7 @@ CONFIG = make_config(
     global_batch_size_warmup_tokens=512 * 40,
     total_steps=60,
 )
-NONCE_OFFSET = 8  # Run.nonce: after version u32, run_state, pending_pause, _pad[2]
+NONCE_OFFSET = load_idl().offset_of("Run", "nonce")
 
 
 @dataclass

@@ -166,15 +166,20 @@ class CoordinatorCore:
 
     # -- predictions ----------------------------------------------------------------------------------
     def round_bytes(self, run: bytes, back: int = 0) -> bytes | None:
-        """Raw bytes of the current round (back=0) or an earlier one of this epoch."""
-        state = self.idl.decode_account("Run", self.idl.accounts["Run"] + bytes(run))
-        epoch = state["epoch"]
-        rounds = epoch["rounds"]
-        height = rounds[epoch["rounds_head"] % len(rounds)]["height"]
-        if back > height or back >= len(rounds):
+        """Raw bytes of the current round (back=0) or an earlier one of this epoch (sliced, not decoded)."""
+        idl = self.idl
+        rounds_at = idl.offset_of("Run", "epoch", "rounds")
+        head_at = idl.offset_of("Run", "epoch", "rounds_head")
+        round_size = idl.size_of({"defined": {"name": "Round"}})
+        count = idl.constants["NUM_ROUNDS"]
+        height_at = idl.offset_of("Round", "height")
+        head = int.from_bytes(run[head_at : head_at + 4], "little") % count
+        current = rounds_at + head * round_size
+        height = int.from_bytes(run[current + height_at : current + height_at + 4], "little")
+        if back > height or back >= count:
             return None
-        slot = (epoch["rounds_head"] + len(rounds) - back) % len(rounds)
-        return self.idl.encode({"defined": {"name": "Round"}}, rounds[slot])
+        start = rounds_at + (head + count - back) % count * round_size
+        return bytes(run[start : start + round_size])
 
     def witness_position(self, round_: bytes, index: int) -> int | None:
         position = self.lib.coord_witness_position(round_, index)

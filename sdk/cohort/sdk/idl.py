@@ -102,6 +102,26 @@ class Idl:
             return self._sizes[name]
         return None
 
+    def offset_of(self, struct: str, *path: str) -> int:
+        """Byte offset of a (nested) field inside a fixed-size struct: offset_of("Run", "epoch", "rounds")."""
+        offset, name = 0, struct
+        for field in path:
+            body = self.types[name]
+            for f in body["fields"]:
+                if f["name"] == field:
+                    break
+                size = self.size_of(f["type"])
+                if size is None:
+                    raise IdlError(f"{name}.{f['name']} is not fixed-size: no offsets past it")
+                offset += size
+            else:
+                raise IdlError(f"{name} has no field {field!r}")
+            type_ = f["type"]
+            name = (
+                type_["defined"]["name"] if isinstance(type_, dict) and "defined" in type_ else ""
+            )
+        return offset
+
     def account_size(self, name: str) -> int:
         size = self.size_of({"defined": {"name": name}})
         if size is None:

@@ -2,22 +2,15 @@
    and rewards bookkeeping. */
 #include "internal.h"
 
-static bool pubkey_eq(const SolPubkey *a, const SolPubkey *b) {
-  const uint8_t *x = a->x, *y = b->x;
-  for (int i = 0; i < SIZE_PUBKEY; i += 8)
-    if (sol_get_u64(x + i) != sol_get_u64(y + i)) return false;
-  return true;
-}
-
 uint64_t find_registry(const Run *run, const SolPubkey *signer) {
   for (uint64_t i = 0; i < run->registry_len && i < COORD_MAX_CLIENTS; i++)
-    if (pubkey_eq(&run->registry[i].signer, signer)) return i;
+    if (sol_pubkey_eq(&run->registry[i].signer, signer)) return i;
   return NOT_FOUND;
 }
 
 uint64_t find_epoch_client(const Run *run, const SolPubkey *signer) {
   for (uint64_t i = 0; i < run->epoch.clients_len && i < COORD_MAX_CLIENTS; i++)
-    if (pubkey_eq(&run->epoch.clients[i].signer, signer)) return i;
+    if (sol_pubkey_eq(&run->epoch.clients[i].signer, signer)) return i;
   return NOT_FOUND;
 }
 
