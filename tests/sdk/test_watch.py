@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from solders.keypair import Keypair
+from support.scripted_run import play_epoch
 
 from cohort.sdk.client import RunClient
-from cohort.sdk.demo import play_epoch
 from cohort.sdk.models import RunState
 from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file

@@ -1,0 +1,69 @@
+"""A scripted epoch: wallets play one short epoch by hand (ticks, warmup witnesses, elected witnesses) with
+chain time moved by the localnet's warpTime cheat instead of waiting. Tests use it to drive a run through every
+phase without training clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from solders.keypair import Keypair
+
+from cohort.sdk.client import RunClient
+from cohort.sdk.coordinator_core import CoordinatorCore
+from cohort.sdk.models import RunState
+from cohort.sdk.predict import elected_witnesses
+
+_BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results
+
+
+async def warp(client: RunClient, seconds: int) -> None:
+    """Move the localnet's clock forward (its `localnet_warpTime` cheat method)."""
+    await client.rpc.raw_request("localnet_warpTime", [seconds])
+
+
+async def play_epoch(
+    client: RunClient,
+    run_id: str,
+    members: list[Keypair],
+    log: Callable[[str], None] = lambda _: None,
+) -> list[RunState]:
+    """Join `members` and play one epoch through to the next WaitingForMembers: the epoch is made to time
+    out during its first round, so it ends after the two flush rounds. Returns the phases passed through."""
+    phases: list[RunState] = []
+
+    async def state():
+        s = await client.fetch_run(run_id)
+        if not phases or phases[-1] != s.state:
+            phases.append(s.state)
+            log(f"{s.state} (epoch {s.progress.epoch}, step {s.progress.step})")
+        return s
+
+    run = await state()
+    config = run.config
+    for wallet in members:
+        await client.join_run(wallet, run_id, Keypair().pubkey())
+    await warp(client, config.waiting_for_members_extra_time)
+    await client.tick(members[0], run_id)
+    run = await state()
+    by_signer = {bytes(m.pubkey()): m for m in members}
+    for c in run.clients[: config.witness_nodes]:
+        await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
+    run = await state()
+    await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
+    core = CoordinatorCore(idl=client.idl)
+    while run.state == RunState.RoundTrain:
+        for index, position in elected_witnesses(core, run).items():
+            signer = by_signer[bytes(run.clients[index].signer)]
+            args = {"step": run.progress.step, "index": index, "position": position,
+                    "participants": run.current_round.active_mask, "bloom_salt": 1,
+                    "broadcast_bloom": _BLOOM,
+                    "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}}  # fmt: skip
+            await client.witness(signer, run_id, args)
+        run = await state()  # all elected witnesses reported: RoundWitness at once
+        await warp(client, config.round_witness_time)
+        await client.tick(members[0], run_id)
+        run = await state()
+    await warp(client, config.cooldown_time)
+    await client.tick(members[0], run_id)
+    await state()
+    return phases
