@@ -28,7 +28,7 @@ def peers(config: DistroConfig, n: int) -> tuple[WireCodec, list[bytes]]:
             compress(encode(torch.randn(b.stacked_shape, generator=generator), b.tile), b.topk)
             for b in layout.buckets
         )
-        payloads.append(codec.encode(DistroResult(7, BatchId(peer, peer), tiles)))
+        payloads.append(codec.encode(DistroResult(7, BatchId(peer, peer + 1), tiles)))
     return codec, payloads
 
 
@@ -75,7 +75,7 @@ def test_scatter_mean_averages_only_peers_that_picked_a_coefficient():
     def result(indices, values, tag):
         tiles = SparseTiles(torch.tensor([indices]), torch.tensor([values]))
         return ReceivedResult(
-            DistroResult(0, BatchId(0, 0), (tiles,)), commitment=bytes([tag]) * 32
+            DistroResult(0, BatchId(0, 1), (tiles,)), commitment=bytes([tag]) * 32
         )
 
     a = result([0, 1], [1.0, 4.0], 1)

@@ -58,6 +58,6 @@ def test_full_topk_pipeline_reproduces_sign_of_momentum_exactly():
         compress(encode(m, b.tile), b.topk) for b, m in zip(layout.buckets, momentum, strict=True)
     )
     codec = WireCodec.for_config(layout, config)
-    received = codec.decode(codec.encode(DistroResult(0, BatchId(0, 0), tiles)))
+    received = codec.decode(codec.encode(DistroResult(0, BatchId(0, 1), tiles)))
     for sign, m in zip(aggregate_signs(layout, [received]), momentum, strict=True):
         assert torch.equal(sign, m.sign())

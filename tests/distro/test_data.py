@@ -37,7 +37,7 @@ def test_byte_tokenizer_round_trip():
 
 
 def test_split_batch_like_psyche():
-    assert split_batch(10, 10, 3) == [BatchId(10, 13), BatchId(14, 16), BatchId(17, 19)]
+    assert split_batch(10, 10, 3) == [BatchId(10, 14), BatchId(14, 17), BatchId(17, 20)]
     with pytest.raises(ValueError, match="cannot be split"):
         split_batch(0, 2, 3)
 
@@ -47,9 +47,9 @@ def test_dataset_is_deterministic_and_holds_out_the_tail():
     a = TokenDataset(tokens, seq_len=50, heldout_fraction=0.1, seed=3)
     b = TokenDataset(tokens, seq_len=50, heldout_fraction=0.1, seed=3)
     assert len(a.train) == 180 and len(a.heldout) == 20
-    assert torch.equal(a.sequences(BatchId(0, 7)), b.sequences(BatchId(0, 7)))
+    assert torch.equal(a.sequences(BatchId(0, 8)), b.sequences(BatchId(0, 8)))
     # a global batch equals its shards put together
-    whole = a.sequences(BatchId(0, 9))
+    whole = a.sequences(BatchId(0, 10))
     parts = torch.cat([a.sequences(s) for s in split_batch(0, 10, 4)])
     assert torch.equal(whole, parts)
     # held-out sequences come from after every training sequence

@@ -7,7 +7,7 @@ from cohort.client.distro import BatchId, Constant, DistroConfig, DistroOptimize
 from cohort.client.distro.compress import compress, densify
 from cohort.client.distro.dct import decode, encode
 
-BATCH = BatchId(0, 0)
+BATCH = BatchId(0, 1)
 
 
 class Two(torch.nn.Module):

@@ -22,7 +22,7 @@ def test_separate_processes_agree(tmp_path, fill_grads):
         optimizer = DistroOptimizer(model.named_parameters(), worker.CONFIG, worker.LR)
         for step in range(2):
             fill_grads(model, seed=10 * peer + step)
-            payload = optimizer.codec.encode(optimizer.generate(step, BatchId(peer, peer)))
+            payload = optimizer.codec.encode(optimizer.generate(step, BatchId(peer, peer + 1)))
             (tmp_path / f"round{step}").mkdir(exist_ok=True)
             (tmp_path / f"round{step}" / name).write_bytes(payload)
 

@@ -26,7 +26,7 @@ def make(config: DistroConfig, seed: int = 0, step: int = 3) -> tuple[WireCodec,
         compress(encode(torch.randn(b.stacked_shape, generator=generator), b.tile), b.topk)
         for b in layout.buckets
     )
-    return WireCodec.for_config(layout, config), DistroResult(step, BatchId(8, 15), tiles)
+    return WireCodec.for_config(layout, config), DistroResult(step, BatchId(8, 16), tiles)
 
 
 def config_for(kind: str) -> DistroConfig:
@@ -47,7 +47,7 @@ def test_round_trip(kind):
     codec, result = make(config_for(kind))
     payload = codec.encode(result)
     received = codec.decode(payload)
-    assert received.result.step == 3 and received.result.batch == BatchId(8, 15)
+    assert received.result.step == 3 and received.result.batch == BatchId(8, 16)
     assert received.commitment == hashlib.sha256(payload).digest()
     for sent, got in zip(result.tiles, received.result.tiles, strict=True):
         assert torch.equal(sent.indices, got.indices)
@@ -146,8 +146,10 @@ def test_rejects_mismatched_shapes(good):
     )
     with pytest.raises(WireError, match="layout mismatch"):
         WireCodec.for_config(other, ONE_BIT).decode(payload)
-    with pytest.raises(WireError, match="batch id start 9 > end 2"):
+    with pytest.raises(WireError, match=r"batch id \[9, 2\) is empty"):
         codec.decode(_with_header(payload, start=9, end=2))
+    with pytest.raises(WireError, match=r"batch id \[9, 9\) is empty"):
+        codec.decode(_with_header(payload, start=9, end=9))
 
 
 def _index_offset(codec: WireCodec, bucket: int) -> int:
@@ -196,7 +198,7 @@ def test_encode_refuses_values_receivers_would_reject():
     big[0, 0] = 1e6  # beyond fp16
     tiles = (type(result.tiles[0])(result.tiles[0].indices, big), *result.tiles[1:])
     with pytest.raises(ValueError, match="not finite in fp16"):
-        codec.encode(DistroResult(0, BatchId(0, 0), tiles))
+        codec.encode(DistroResult(0, BatchId(0, 1), tiles))
 
 
 def test_wrong_value_kind_for_run():
@@ -210,8 +212,8 @@ def test_wrong_value_kind_for_run():
 def test_encode_validates_input():
     codec, result = make(ONE_BIT)
     with pytest.raises(ValueError, match="buckets"):
-        codec.encode(DistroResult(0, BatchId(0, 0), result.tiles[:2]))
-    with pytest.raises(ValueError, match="start <= end"):
-        BatchId(5, 4)
+        codec.encode(DistroResult(0, BatchId(0, 1), result.tiles[:2]))
+    with pytest.raises(ValueError, match="start < end"):
+        BatchId(5, 5)
     with pytest.raises(ValueError, match="value kind"):
         WireCodec(codec.layout, "int8")

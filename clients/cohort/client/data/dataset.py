@@ -44,8 +44,8 @@ class TokenDataset:
         self._order = torch.randperm(len(self.train), generator=generator)
 
     def sequences(self, batch: BatchId) -> torch.Tensor:
-        """The training sequences with global indices batch.start..batch.end (the stream wraps)."""
-        index = torch.arange(batch.start, batch.end + 1) % len(self.train)
+        """The training sequences with global indices [batch.start, batch.end) (the stream wraps)."""
+        index = torch.arange(batch.start, batch.end) % len(self.train)
         return self.train[self._order[index]]
 
     def heldout_batches(

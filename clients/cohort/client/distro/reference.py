@@ -32,7 +32,7 @@ def train_adamw(
     for t in range(steps):
         for group in optimizer.param_groups:
             group["lr"] = lr(t)
-        loss = loss_fn(model, sequences(BatchId(t * global_batch, (t + 1) * global_batch - 1)))
+        loss = loss_fn(model, sequences(BatchId(t * global_batch, (t + 1) * global_batch)))
         loss.backward()
         if clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)

@@ -9,7 +9,7 @@ Layout (all integers little-endian), version 1:
       reserved     u8   0
       step         u64
       batch_start  u64
-      batch_end    u64  (closed interval of global sequence indices)
+      batch_end    u64  (half-open: the interval [batch_start, batch_end) of sequence indices)
       num_params   u32
       num_buckets  u32
       layout       32s  sha256 of the tiling plan (names, shapes, tiles, top-k; see layout.py)
@@ -191,8 +191,8 @@ class WireCodec:
             raise WireError(
                 "parameter layout mismatch: shapes, tiles or top-k differ from this run's"
             )
-        if start > end:
-            raise WireError(f"batch id start {start} > end {end}")
+        if start >= end:
+            raise WireError(f"batch id [{start}, {end}) is empty")
         if len(data) < self.size:
             raise WireError(f"truncated payload: {len(data)} bytes, expected {self.size}")
         if len(data) > self.size:
