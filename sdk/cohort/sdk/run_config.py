@@ -33,6 +33,7 @@ from .models import (
     RunMetadata,
     to_idl,
 )
+from .presets import training_spec
 
 _INT_RANGES = {
     "u8": (0, 2**8 - 1),
@@ -194,6 +195,10 @@ def validate(run_file: RunFile, core: CoordinatorCore) -> None:
     for section, violation in checks:
         if violation is not None:
             raise ConfigError(f"{where}[{section}] {violation.rule} ({violation.error})")
+    try:  # and what a training client can do with it (the mapping every client uses)
+        training_spec(run_file.metadata, run_file.model)
+    except ConfigError as e:
+        raise ConfigError(f"{where}{e}") from None
 
 
 def load_run_file(path: str | Path, core: CoordinatorCore) -> RunFile:
