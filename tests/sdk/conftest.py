@@ -5,13 +5,16 @@ wallet, and the coordinator deployed through `cohort deploy`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pytest
+from aiohttp import web
 from click.testing import CliRunner, Result
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -59,6 +62,76 @@ class LocalnetThread:
 
     def transaction_count(self) -> int:
         return int(self.rpc("getTransactionCount"))  # type: ignore[arg-type]
+
+
+# a proxy rule: (JSON-RPC method, how many requests the proxy saw before this one) -> a canned answer, or
+# None to forward the request to the localnet
+Rule = Callable[[str, int], web.Response | None]
+
+
+@dataclass
+class RpcProxy:
+    """A real HTTP server in front of the localnet that answers some requests itself (429s, 5xx, junk)."""
+
+    url: str
+    seen: list[str] = field(default_factory=list)  # JSON-RPC methods, in arrival order
+    answered: list[int] = field(default_factory=list)  # statuses the proxy gave instead of forwarding
+
+
+def start_proxy(localnet: LocalnetThread, rule: Rule) -> tuple[RpcProxy, Callable[[], None]]:
+    """Serve `rule` on 127.0.0.1 (random port) from the localnet's event loop; returns (proxy, stop)."""
+    proxy = RpcProxy("")
+    holder: dict[str, object] = {}
+
+    async def handle(request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            method = str(json.loads(body).get("method"))
+        except (ValueError, AttributeError):
+            method = "?"
+        count = len(proxy.seen)
+        proxy.seen.append(method)
+        canned = rule(method, count)
+        if canned is not None:
+            proxy.answered.append(canned.status)
+            return canned
+        session: aiohttp.ClientSession = holder["session"]  # type: ignore[assignment]
+        async with session.post(localnet.net.http_url, data=body,
+                                headers={"Content-Type": "application/json"}) as upstream:  # fmt: skip
+            return web.Response(body=await upstream.read(), content_type="application/json")
+
+    async def start() -> str:
+        holder["session"] = aiohttp.ClientSession()
+        app = web.Application()
+        app.router.add_post("/", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        holder["runner"] = runner
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    async def stop() -> None:
+        await holder["session"].close()  # type: ignore[attr-defined]
+        await holder["runner"].cleanup()  # type: ignore[attr-defined]
+
+    proxy.url = asyncio.run_coroutine_threadsafe(start(), localnet.loop).result(10)
+    return proxy, lambda: asyncio.run_coroutine_threadsafe(stop(), localnet.loop).result(10)
+
+
+@pytest.fixture
+def rpc_proxy(localnet: LocalnetThread) -> Iterator[Callable[[Rule], RpcProxy]]:
+    """Start proxies with `rpc_proxy(rule)`; all are stopped when the test ends."""
+    stops: list[Callable[[], None]] = []
+
+    def make(rule: Rule) -> RpcProxy:
+        proxy, stop = start_proxy(localnet, rule)
+        stops.append(stop)
+        return proxy
+
+    yield make
+    for stop in stops:
+        stop()
 
 
 @dataclass

@@ -19,6 +19,11 @@ class RpcUnavailable(CohortError):
     """No RPC endpoint answered (after retries and fallbacks)."""
 
 
+class RpcRefused(CohortError):
+    """An RPC endpoint answered, but with an HTTP error status, a JSON-RPC error or something else than
+    JSON-RPC (and so did every fallback)."""
+
+
 class RunNotFound(CohortError):
     """No run with that id (or address) on this cluster and program."""
 

@@ -1,7 +1,11 @@
 """Talking to a cluster: solana-py's AsyncClient with retries, fallback URLs and readable failures.
 
-Transient failures (connection refused or reset, timeouts, HTTP 429/5xx) are retried with exponential backoff,
-then the next URL is tried; a request fails with `RpcUnavailable` only when every URL failed. A transaction
+Transient failures (connection refused or reset, timeouts, HTTP 5xx) are retried with exponential backoff,
+then the next URL is tried; a request fails with `RpcUnavailable` only when every URL failed. HTTP 429 waits
+as long as the cluster's `Retry-After` asks (within a time budget, without using up retries) and tells the
+throttle listeners, so bulk senders such as deploy slow down. Any other HTTP status (401, 403, 404, ...), a
+JSON-RPC error answer or a body that is not JSON-RPC is `RpcRefused`: one line naming the URL, the method and
+the status, after the fallback URLs were tried too. A transaction
 that the cluster rejects comes back as `ProgramError` (the coordinator's IDL error name, message, the rule it
 logged, and the logs), `InsufficientFunds`, or `TransactionFailed`. Transactions are legacy messages, so the
 loader's write chunks (sized for legacy messages) fit.
@@ -10,10 +14,12 @@ loader's write chunks (sized for legacy messages) fit.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import httpx2
@@ -29,7 +35,16 @@ from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.transaction import Transaction
 
-from .errors import InsufficientFunds, ProgramError, RpcUnavailable, TransactionFailed
+from cohort.localnet.codec import b58encode
+
+from .errors import (
+    CohortError,
+    InsufficientFunds,
+    ProgramError,
+    RpcRefused,
+    RpcUnavailable,
+    TransactionFailed,
+)
 from .idl import Idl
 
 log = logging.getLogger("cohort.sdk.rpc")
@@ -42,22 +57,87 @@ _DUPLICATE_RETRIES = (
 )
 
 
+def _unwrap(exc: BaseException) -> BaseException:
+    """solana-py wraps httpx2's errors in SolanaRpcException; the cause says what happened."""
+    return exc.__cause__ if isinstance(exc, SolanaRpcException) and exc.__cause__ else exc
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status of a failed request (None when the failure was not an HTTP answer)."""
+    cause = _unwrap(exc)
+    return cause.response.status_code if isinstance(cause, httpx2.HTTPStatusError) else None
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: the request may not have reached the cluster, or the cluster asked us to back off."""
-    if isinstance(exc, asyncio.TimeoutError | OSError | httpx2.TransportError):
+    if isinstance(exc, SolanaRpcException) and exc.__cause__ is None:
         return True
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return exc.response.status_code == 429 or exc.response.status_code >= 500
-    if isinstance(exc, SolanaRpcException):
-        cause = exc.__cause__
-        return cause is None or is_transient(cause)
-    return False
+    cause = _unwrap(exc)
+    if isinstance(cause, asyncio.TimeoutError | OSError | httpx2.TransportError):
+        return True
+    status = http_status(cause)
+    return status is not None and (status == 429 or status >= 500)
+
+
+def retry_after(exc: BaseException, now: float | None = None) -> float | None:
+    """Seconds a 429/503 answer asks us to wait (`Retry-After`: seconds or an HTTP date), if it says."""
+    cause = _unwrap(exc)
+    if not isinstance(cause, httpx2.HTTPStatusError):
+        return None
+    value = cause.response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def _status_text(status: int) -> str:
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+_STATUS_HINTS = {
+    401: "the endpoint wants credentials: put the full URL with its API key in --cluster",
+    403: "the endpoint refused access: check its API key or allowed origins",
+    404: "nothing answers JSON-RPC at that path: check the URL",
+    405: "that URL does not take JSON-RPC POSTs: check the URL",
+    413: "the request is too large for this endpoint",
+}
 
 
 def _describe(exc: BaseException) -> str:
-    cause = exc.__cause__ if isinstance(exc, SolanaRpcException) and exc.__cause__ else exc
+    """A failure as a few words for the one error line."""
+    status = http_status(exc)
+    if status is not None:
+        hint = _STATUS_HINTS.get(status)
+        return _status_text(status) + (f"; {hint}" if hint else "")
+    cause = _unwrap(exc)
+    if isinstance(cause, RPCException):
+        detail = cause.args[0] if cause.args else cause
+        message = getattr(detail, "message", None) or str(detail)
+        return f"JSON-RPC error: {message}"
+    if type(cause).__name__ == "SerdeJSONError" or isinstance(cause, RPCNoResultException):
+        return "the answer is not a JSON-RPC response"
     text = str(cause) or type(cause).__name__
     return f"{type(cause).__name__}: {text}" if text != type(cause).__name__ else text
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    """An answer that retrying the same URL will not change: an HTTP error status, a JSON-RPC error, junk."""
+    cause = _unwrap(exc)
+    return (
+        http_status(cause) is not None
+        or isinstance(cause, RPCException | RPCNoResultException)
+        or type(cause).__name__ == "SerdeJSONError"
+        or isinstance(cause, httpx2.HTTPError)
+    )
 
 
 def failure_from_logs(err: object, logs: Sequence[str], idl: Idl | None) -> TransactionFailed:
@@ -95,6 +175,7 @@ class Rpc:
         backoff: float = 0.2,
         timeout: float = 15.0,
         confirm_timeout: float = 90.0,
+        throttle_budget: float = 120.0,
     ) -> None:
         self.urls = [urls] if isinstance(urls, str) else list(urls)
         if not self.urls:
@@ -104,6 +185,10 @@ class Rpc:
         self.idl = idl
         self.commitment = commitment
         self.retries, self.backoff, self.confirm_timeout = retries, backoff, confirm_timeout
+        # seconds one request may spend waiting out 429s (Retry-After) before it gives up
+        self.throttle_budget = throttle_budget
+        self.throttled = 0  # 429 answers seen
+        self.throttle_listeners: list[Callable[[], None]] = []
         self._clients = [
             AsyncClient(url, commitment=commitment, timeout=timeout, max_transport_retries=0)
             for url in self.urls
@@ -128,30 +213,64 @@ class Rpc:
     async def call(self, what: str, request: Callable[[AsyncClient], Awaitable[T]]) -> T:
         """Run `request` against the current URL, retrying transient failures, then the other URLs."""
         errors: list[str] = []
+        refusals: list[str] = []
         n = len(self._clients)
         for k in range(n):
             index = (self._current + k) % n
             client = self._clients[index]
-            for attempt in range(self.retries):
+            attempt, waited = 0, 0.0
+            while attempt < self.retries:
                 try:
                     result = await request(client)
+                except CohortError:
+                    raise  # already one clear line (a rejected transaction, a refused airdrop)
                 except Exception as exc:
+                    if http_status(exc) == 429:
+                        wait = self._throttle_wait(exc, attempt + len(errors))
+                        if waited + wait <= self.throttle_budget:
+                            self._note_throttle(what, self.urls[index], wait)
+                            waited += wait
+                            await asyncio.sleep(wait)
+                            continue
+                        errors.append(f"{self.urls[index]}: rate-limited (HTTP 429) for over "
+                                      f"{self.throttle_budget:.0f} s")  # fmt: skip
+                        break
                     if not is_transient(exc):
-                        raise
+                        if not _is_refusal(exc):
+                            raise
+                        refusals.append(
+                            f"the RPC at {self.urls[index]} answered {what} with {_describe(exc)}"
+                        )
+                        break  # the same URL would answer the same: try the next one
                     errors.append(f"{self.urls[index]}: {_describe(exc)}")
                     log.debug(
                         "%s failed on %s (attempt %d): %s", what, self.urls[index], attempt + 1, exc
                     )
-                    if attempt + 1 < self.retries:
-                        await asyncio.sleep(self.backoff * 2**attempt)
+                    attempt += 1
+                    if attempt < self.retries:
+                        await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
                     continue
                 if index != self._current:
                     log.info("RPC fallback: %s now goes to %s", what, self.urls[index])
                 self._current = index
                 return result
+        if refusals:
+            raise RpcRefused(refusals[0])
         where = ", ".join(self.urls)
         last = errors[-1].split(": ", 1)[-1] if errors else "no answer"
         raise RpcUnavailable(f"cannot reach the RPC at {where} ({last})")
+
+    def _throttle_wait(self, exc: BaseException, attempt: int) -> float:
+        asked = retry_after(exc)
+        if asked is not None:
+            return asked
+        return min(self.backoff * 2 ** min(attempt, 10), 10.0)
+
+    def _note_throttle(self, what: str, url: str, wait: float) -> None:
+        self.throttled += 1
+        log.info("%s: %s is rate-limiting (HTTP 429); waiting %.1f s", what, url, wait)
+        for listener in self.throttle_listeners:
+            listener()
 
     # -- reads ----------------------------------------------------------------------------------------
     async def account_data(self, address: Pubkey) -> bytes | None:
@@ -191,16 +310,16 @@ class Rpc:
             "getSignaturesForAddress", lambda c: c.get_signatures_for_address(address, limit=limit)
         )
         wanted = [s.signature for s in signatures.value if s.err is None]
+        return list(await asyncio.gather(*(self.transaction_logs(s) for s in wanted)))
 
-        async def logs(signature: Signature) -> list[str]:
-            tx = await self.call(
-                "getTransaction",
-                lambda c: c.get_transaction(signature, max_supported_transaction_version=0),
-            )
-            meta = tx.value.transaction.meta if tx.value is not None else None
-            return list(meta.log_messages or []) if meta is not None else []
-
-        return list(await asyncio.gather(*(logs(s) for s in wanted)))
+    async def transaction_logs(self, signature: Signature) -> list[str]:
+        """Log lines of one transaction (empty when the cluster no longer has it)."""
+        tx = await self.call(
+            "getTransaction",
+            lambda c: c.get_transaction(signature, max_supported_transaction_version=0),
+        )
+        meta = tx.value.transaction.meta if tx.value is not None else None
+        return list(meta.log_messages or []) if meta is not None else []
 
     async def unix_time(self) -> int:
         """The cluster's clock (the Clock sysvar's unix_timestamp)."""
@@ -320,9 +439,17 @@ class Rpc:
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
             response = await session.post(client._provider.endpoint_uri, json=body)
             response.raise_for_status()
-            payload = response.json()
+            try:
+                payload = response.json()
+            except ValueError:
+                payload = None
+            if not isinstance(payload, dict) or not ("result" in payload or "error" in payload):
+                raise RpcRefused(f"the RPC at {client._provider.endpoint_uri} answered {method} "
+                                 "with something that is not a JSON-RPC response")  # fmt: skip
             if "error" in payload:
-                raise TransactionFailed(f"{method}: {payload['error'].get('message')}")
+                error = payload["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                raise TransactionFailed(f"{method}: {message}")
             return payload["result"]
 
         return await self.call(method, request)
@@ -330,16 +457,3 @@ class Rpc:
 
 def _commitment_level(commitment: Commitment):
     return _COMMITMENT_TO_SOLDERS[commitment]
-
-
-_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-
-
-def b58encode(data: bytes) -> str:
-    """Base58 (Bitcoin alphabet), as memcmp filters take their bytes."""
-    n = int.from_bytes(data, "big")
-    out = ""
-    while n:
-        n, r = divmod(n, 58)
-        out = _B58[r] + out
-    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
