@@ -168,6 +168,10 @@ def c_header() -> str:
     lines.append("")
     lines.append("/* well-known addresses */")
     lines.append(_c_pubkey("COORD_SLOT_HASHES_ID", s.SLOT_HASHES))
+    lines.append(_c_pubkey("COORD_INSTRUCTIONS_SYSVAR_ID", s.INSTRUCTIONS_SYSVAR))
+    lines.append(_c_pubkey("COORD_ED25519_PROGRAM_ID", s.ED25519_PROGRAM))
+    lines.append(f'#define COORD_JOIN_PROOF_PREFIX "{s.JOIN_PROOF_PREFIX.decode()}"')
+    lines.append(f"#define COORD_JOIN_PROOF_PREFIX_LEN {len(s.JOIN_PROOF_PREFIX)}")
     lines.append("")
     lines.append("/* program errors (Anchor numbering) */")
     for i, e in enumerate(s.ERRORS):
@@ -258,7 +262,8 @@ def idl() -> dict:
             {"code": 6000 + i, "name": e.name, "msg": e.msg} for i, e in enumerate(s.ERRORS)
         ],
         "types": types,
-        "constants": [{"name": k, "type": "u64", "value": str(v)} for k, v in s.CONSTANTS.items()],
+        "constants": [{"name": k, "type": "u64", "value": str(v)} for k, v in s.CONSTANTS.items()]
+        + [{"name": "JOIN_PROOF_PREFIX", "type": "bytes", "value": str(list(s.JOIN_PROOF_PREFIX))}],
     }
 
 

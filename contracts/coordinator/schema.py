@@ -118,10 +118,15 @@ CONSTANTS: dict[str, int] = {
     "PARTICIPANT_BITMAP_LEN": 32,  # one bit per epoch client index (MAX_CLIENTS bits)
     "BLOOM_BYTES": 512,  # 4096 bits: false positives <= 0.047% with 256 items and 10 hashes
     "BLOOM_HASHES": 10,
+    "ENDPOINT_LEN": 160,  # a node's network address: printable ASCII, NUL-padded
 }
 
 SYSTEM_PROGRAM = "11111111111111111111111111111111"
 SLOT_HASHES = "SysvarS1otHashes111111111111111111111111111"
+INSTRUCTIONS_SYSVAR = "Sysvar1nstructions1111111111111111111111111"
+ED25519_PROGRAM = "Ed25519SigVerify111111111111111111111111111"
+# what a node key signs to prove it belongs to a wallet: this prefix || run address || wallet
+JOIN_PROOF_PREFIX = b"cohort join v1"
 
 # --------------------------------------------------------------------------------------------------
 # enums (one byte each)
@@ -375,7 +380,11 @@ SetCheckpointersArgs = S(
 )
 SetPausedArgs = S("SetPausedArgs", F("paused", BOOL))
 SetJoinAuthorizationArgs = S("SetJoinAuthorizationArgs", F("grantee", PUBKEY), F("allowed", BOOL))
-JoinRunArgs = S("JoinRunArgs", F("p2p_identity", PUBKEY))
+JoinRunArgs = S(
+    "JoinRunArgs",
+    F("p2p_identity", PUBKEY, "iroh node id; an earlier Ed25519 instruction proves its key signed"),
+    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (printable ASCII, NUL-padded); not stored"),
+)
 WarmupWitnessArgs = S("WarmupWitnessArgs", F("index", U16))
 WitnessArgs = S(
     "WitnessArgs",
@@ -411,7 +420,13 @@ RunStateChanged = S(
     F("random_seed", U64),
     F("timestamp", I64),
 )
-ClientJoined = S("ClientJoined", F("run", PUBKEY), F("signer", PUBKEY), F("p2p_identity", PUBKEY))
+ClientJoined = S(
+    "ClientJoined",
+    F("run", PUBKEY),
+    F("signer", PUBKEY),
+    F("p2p_identity", PUBKEY),
+    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address: peers read it back from the logs"),
+)
 ClientExited = S("ClientExited", F("run", PUBKEY), F("signer", PUBKEY))
 WitnessSubmitted = S(
     "WitnessSubmitted",
@@ -486,9 +501,15 @@ INSTRUCTIONS = (
                 doc='PDA ["join", run, user] when join_policy is Authorized; else any',
             ),
             _slot_hashes,
+            Account(
+                "instructions",
+                address=INSTRUCTIONS_SYSVAR,
+                doc="where the node key's Ed25519 proof of possession is read",
+            ),
         ),
         JoinRunArgs,
-        "Join the next epoch (again each epoch).",
+        "Join the next epoch (again each epoch). An earlier instruction of the same transaction must be "
+        'an Ed25519 signature by p2p_identity over "cohort join v1" || run || wallet.',
     ),
     Instruction(
         "exit_run", (_user, _run_w, _slot_hashes), None, "Leave the run; frees the registry slot."
@@ -526,7 +547,7 @@ ERRORS = (
     Error("WrongAccountSize", "Account has the wrong size"),
     Error("WrongDiscriminator", "Account is of the wrong type"),
     Error("WrongVersion", "Run account layout version is not supported"),
-    Error("WrongSysvar", "Expected the SlotHashes sysvar"),
+    Error("WrongSysvar", "Expected the SlotHashes or Instructions sysvar"),
     Error("WrongPda", "Account is not the expected program-derived address"),
     Error("AlreadyInitialized", "Account is already initialized"),
     Error("RunIdInvalid", "run_id must be 1 to 32 bytes"),
@@ -556,6 +577,13 @@ ERRORS = (
     Error("ArithmeticOverflow", "Arithmetic overflow"),
     Error("DuplicateAccount", "The same account was passed for two roles"),
     Error("WrongProgram", "Expected the system program"),
+    Error("EndpointInvalid", "endpoint must be printable ASCII followed only by NUL bytes"),
+    Error(
+        "NodeKeyNotProven",
+        'No earlier Ed25519 instruction in which p2p_identity signs "cohort join v1" || run || wallet',
+    ),
+    Error("IdentityTaken", "Another wallet of this run already holds this p2p_identity"),
+    Error("AlreadyJoined", "Already joined the next epoch with this p2p_identity"),
 )
 
 

@@ -153,7 +153,7 @@ def test_wrong_slot_hashes_account(chain, core, training, name):
     state = chain.state(run)
     signer, args, extra = members[0], None, {}
     if name == "join_run":
-        args, extra = {"p2p_identity": members[0].pubkey()}, {"authorization": run}
+        args, extra = {"p2p_identity": members[0].pubkey(), "endpoint": b""}, {"authorization": run}
     elif name == "witness":
         index, position = next(iter(elected(chain, core, run).items()))
         signer, args = members[index], make_witness(index, position, state["progress"]["step"])
@@ -189,7 +189,7 @@ def sample_args(chain, name: str, signer: Keypair) -> dict | None:
         "set_checkpointers": {"checkpointers": [signer.pubkey()] * 8},
         "set_paused": {"paused": True},
         "set_join_authorization": {"grantee": signer.pubkey(), "allowed": True},
-        "join_run": {"p2p_identity": signer.pubkey()},
+        "join_run": {"p2p_identity": signer.pubkey(), "endpoint": b""},
         "warmup_witness": {"index": 0},
         "witness": make_witness(0, 0, 1),
         "health_check": {"count": 1, "indices": [0] * 32},
@@ -340,12 +340,7 @@ def test_nothing_to_tick_and_halted(chain):
     authority = chain.wallet()
     run = chain.create_run(authority)
     assert chain.fails("tick", authority, run) == "Halted"
-    assert (
-        chain.fails(
-            "join_run", authority, run, {"p2p_identity": authority.pubkey()}, authorization=run
-        )
-        == "Halted"
-    )
+    assert chain.join_fails(authority, run) == "Halted"
     chain.open_run(authority, run, CONFIG)
     assert chain.fails("tick", authority, run) == "NothingToTick"
 

@@ -82,12 +82,7 @@ def test_full_lifecycle(chain, core, clients):
     chain.advance(config["cooldown_time"])
     chain.call("tick", members[0], run)
     assert chain.state(run)["run_state"] == "Finished"
-    assert (
-        chain.fails(
-            "join_run", members[0], run, {"p2p_identity": members[0].pubkey()}, authorization=run
-        )
-        == "Finished"
-    )
+    assert chain.join_fails(members[0], run) == "Finished"
 
 
 def test_every_change_bumps_the_nonce_and_nothing_else_fails_silently(chain, core):

@@ -154,14 +154,10 @@ def test_unauthorized_wallets_cannot_join(chain, gated):
     join_authority, run = gated
     grantee, stranger = chain.wallet(), chain.wallet()
     granted = authorize(chain, join_authority, run, grantee.pubkey())
-    args = {"p2p_identity": stranger.pubkey()}
     # no authorization account at its address, the run itself, or someone else's authorization
     own = chain.join_authorization_address(run, stranger.pubkey())
     for account in (own, run, granted, Pubkey.default()):
-        assert (
-            chain.fails("join_run", stranger, run, args, authorization=account)
-            == "JoinNotAuthorized"
-        )
+        assert chain.join_fails(stranger, run, authorization=account) == "JoinNotAuthorized"
 
 
 def test_revoked_authorization_no_longer_admits(chain, gated):
@@ -172,8 +168,7 @@ def test_revoked_authorization_no_longer_admits(chain, gated):
     assert not chain.idl.decode_account("JoinAuthorization", chain.account_bytes(address))[
         "allowed"
     ]
-    args = {"p2p_identity": wallet.pubkey()}
-    assert chain.fails("join_run", wallet, run, args, authorization=address) == "JoinNotAuthorized"
+    assert chain.join_fails(wallet, run, authorization=address) == "JoinNotAuthorized"
     authorize(chain, join_authority, run, wallet.pubkey())  # granted again
     chain.join(wallet, run, authorization=address)
 
@@ -209,10 +204,7 @@ def test_authorization_for_another_run_is_rejected(chain, gated):
     )
     wallet = chain.wallet()
     elsewhere = authorize(chain, join_authority, other, wallet.pubkey())
-    args = {"p2p_identity": wallet.pubkey()}
-    assert (
-        chain.fails("join_run", wallet, run, args, authorization=elsewhere) == "JoinNotAuthorized"
-    )
+    assert chain.join_fails(wallet, run, authorization=elsewhere) == "JoinNotAuthorized"
 
 
 def test_only_the_join_authority_grants_at_the_derived_address(chain, gated):
@@ -253,12 +245,11 @@ def test_join_when_the_next_epoch_is_full(chain):
     a, b, c, d = (chain.wallet() for _ in range(4))
     chain.join(a, run)
     chain.join(b, run)
-    args = {"p2p_identity": c.pubkey()}
-    assert chain.fails("join_run", c, run, args, authorization=run) == "RunFull"
+    assert chain.join_fails(c, run) == "RunFull"
     # a pending wallet may join again (a new p2p identity); it takes no new place
-    fresh = Keypair().pubkey()
-    chain.join(a, run, p2p=fresh)
-    assert chain.state(run)["registry"][0]["p2p_identity"] == fresh
+    fresh = Keypair()
+    chain.join(a, run, node_key=fresh)
+    assert chain.state(run)["registry"][0]["p2p_identity"] == fresh.pubkey()
     # the epoch starts with a and b; joins for the next epoch have their own two places
     chain.advance(config["waiting_for_members_extra_time"])
     chain.call("tick", a, run)
@@ -266,10 +257,7 @@ def test_join_when_the_next_epoch_is_full(chain):
     assert chain.state(run)["run_state"] == "RoundTrain"
     chain.join(c, run)
     chain.join(a, run)
-    assert (
-        chain.fails("join_run", d, run, {"p2p_identity": d.pubkey()}, authorization=run)
-        == "RunFull"
-    )
+    assert chain.join_fails(d, run) == "RunFull"
     chain.call("exit_run", c, run)
     chain.join(d, run)
     assert pending_signers(chain.state(run)) == [a.pubkey(), d.pubkey()]

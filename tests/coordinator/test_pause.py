@@ -66,12 +66,7 @@ def test_pause_while_training_takes_effect_after_cooldown(chain, core):
     assert chain.fails("set_paused", authority, run, {"paused": True}) == "Halted"
 
     # joins while paused are refused (resuming would void them anyway); joining after the resume works
-    assert (
-        chain.fails(
-            "join_run", members[0], run, {"p2p_identity": members[0].pubkey()}, authorization=run
-        )
-        == "Halted"
-    )
+    assert chain.join_fails(members[0], run) == "Halted"
     meta = pause(chain, authority, run, False)
     assert phases(chain, meta) == [("Paused", "WaitingForMembers")]
     state = chain.state(run)

@@ -199,8 +199,7 @@ def test_exit_run_frees_a_slot_in_a_full_registry(chain):
         chain.join(chain.wallet(), run)
     assert chain.state(run)["registry_len"] == 256
     newcomer = chain.wallet()
-    args = {"p2p_identity": newcomer.pubkey()}
-    assert chain.fails("join_run", newcomer, run, args, authorization=run) == "RegistryFull"
+    assert chain.join_fails(newcomer, run) == "RegistryFull"
     chain.call("exit_run", members[17], run)
     assert chain.state(run)["registry_len"] == 255
     chain.join(newcomer, run)

@@ -127,7 +127,7 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         members = [Keypair() for _ in range(run_file.config.init_min_clients)]
         for m in members:
             await rpc.airdrop(m.pubkey(), 10**9)
-            await client.join_run(m, "decoded", m.pubkey())
+            await client.join_run(m, "decoded", Keypair())
         await rpc.raw_request("localnet_warpTime", [run_file.config.waiting_for_members_extra_time])
         await client.tick(members[0], "decoded")
         by_signer = {m.pubkey(): m for m in members}

@@ -23,6 +23,7 @@ from solders.transaction_metadata import FailedTransactionMetadata, TransactionM
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env
 from cohort.sdk.idl import Idl
+from cohort.sdk.join_proof import ed25519_instruction, join_proof_message
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 ALL_PARTICIPANTS = b"\xff" * 32  # a witness's participant bitmap that saw everyone
@@ -244,15 +245,28 @@ class Chain:
     def state(self, run: Pubkey) -> dict[str, Any]:
         return self.idl.decode_account("Run", self.run_bytes(run))
 
-    def join(
+    def join_ixs(
         self,
         wallet: Keypair,
         run: Pubkey,
-        p2p: Pubkey | None = None,
+        node_key: Keypair | None = None,
         authorization: Pubkey | None = None,
-    ):
-        return self.call("join_run", wallet, run, {"p2p_identity": p2p or Keypair().pubkey()},
-                         authorization=authorization or run)  # fmt: skip
+        endpoint: bytes = b"",
+    ) -> list[Instruction]:
+        """The node key's Ed25519 proof of possession, then join_run (a fresh node key unless given)."""
+        node_key = node_key or Keypair()
+        proof = ed25519_instruction(node_key, join_proof_message(self.idl, run, wallet.pubkey()))
+        args = {"p2p_identity": node_key.pubkey(), "endpoint": endpoint}
+        join = self.call_ix("join_run", wallet, run, args, authorization=authorization or run)
+        return [proof, join]
+
+    def join(self, wallet: Keypair, run: Pubkey, node_key: Keypair | None = None, **join: Any):
+        """A proven join (join_ixs) that must succeed."""
+        return self.send(self.join_ixs(wallet, run, node_key, **join), [wallet])
+
+    def join_fails(self, wallet: Keypair, run: Pubkey, node_key: Keypair | None = None, **join: Any) -> str:
+        """A proven join that the program refuses; returns the error's IDL name."""
+        return self.send_fails(self.join_ixs(wallet, run, node_key, **join), [wallet], run).name or "?"
 
 
 def _custom_code(err: object) -> int | None:

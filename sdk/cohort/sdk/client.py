@@ -20,6 +20,7 @@ from solders.system_program import CreateAccountParams, create_account
 from .coordinator_core import load_idl
 from .errors import InsufficientFunds, RunExists, RunNotFound
 from .idl import Idl, IdlError
+from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
 from .models import Checkpoint, Progress, Run, to_idl
 from .rpc import Rpc
 from .run_config import RunFile
@@ -28,6 +29,8 @@ from .wallet import sol
 log = logging.getLogger("cohort.sdk.client")
 
 FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
+JOIN_SCAN_LIMIT = 1000  # transactions joined_endpoints reads at most (about one getTransaction each)
+JOIN_SCAN_PAGE = 100  # signatures per getSignaturesForAddress page
 
 
 class RunClient:
@@ -211,15 +214,55 @@ class RunClient:
         return await self._send([ix], authority, payer=payer)
 
     # -- the clients' instructions --------------------------------------------------------------------
-    async def join_run(self, user: Keypair, run: str | Pubkey, p2p_identity: Pubkey,
+    async def join_run(self, user: Keypair, run: str | Pubkey, node_key: Keypair, endpoint: str = "",
                        payer: Keypair | None = None) -> Any:  # fmt: skip
-        """Join the next epoch. For Authorized runs the wallet's JoinAuthorization is passed along."""
+        """Join the next epoch as the node `node_key` (a Keypair from the node's 32-byte Ed25519 seed; its
+        public key is the node id), reachable at `endpoint` (printable ASCII, published in the join's
+        ClientJoined event, not stored). The node key signs (run, wallet) in an Ed25519 instruction before
+        the join, which proves it belongs to this wallet. For Authorized runs the wallet's
+        JoinAuthorization is passed along."""
+        raw_endpoint = encode_endpoint(endpoint, self.idl.constants["ENDPOINT_LEN"])
         address = await self.resolve(run)
         authorization = self.join_authorization_address(address, user.pubkey())
         if await self.rpc.account_data(authorization) is None:
             authorization = address  # Open runs ignore it; Authorized ones reject the join by name
-        return await self._as_user("join_run", user, address, {"p2p_identity": p2p_identity}, payer,
-                                   authorization=authorization)  # fmt: skip
+        proof = ed25519_instruction(node_key, join_proof_message(self.idl, address, user.pubkey()))
+        join = self.instruction(
+            "join_run",
+            {"user": user.pubkey(), "run": address, "authorization": authorization},
+            {"p2p_identity": node_key.pubkey(), "endpoint": raw_endpoint},
+        )
+        return await self._send([proof, join], user, payer=payer)
+
+    async def joined_endpoints(self, run: str | Pubkey, max_transactions: int = JOIN_SCAN_LIMIT
+                               ) -> dict[Pubkey, str]:  # fmt: skip
+        """Node id -> endpoint from the ClientJoined events of the run's recent transactions, the newest
+        join per node id winning. Reads at most `max_transactions` of the latest transactions that touched
+        the run (newest first, in pages of JOIN_SCAN_PAGE), so a join older than that is not found: a
+        client that needs an older peer's address should ask the peer."""
+        address = await self.resolve(run)
+        found: dict[Pubkey, str] = {}
+        before = None
+        left = max_transactions
+        while left > 0:
+            limit = min(JOIN_SCAN_PAGE, left)
+            page = await self.rpc.call(
+                "getSignaturesForAddress",
+                lambda c, before=before, limit=limit: c.get_signatures_for_address(
+                    address, before=before, limit=limit
+                ),
+            )
+            signatures = [s.signature for s in page.value]
+            left -= len(signatures)
+            wanted = [s.signature for s in page.value if s.err is None]
+            for logs in await asyncio.gather(*(self.rpc.transaction_logs(s) for s in wanted)):
+                for name, event in reversed(self.idl.events_in_logs(logs)):
+                    if name == "ClientJoined" and event["run"] == address:
+                        found.setdefault(event["p2p_identity"], decode_endpoint(event["endpoint"]))
+            if len(signatures) < limit:
+                break
+            before = signatures[-1]
+        return found
 
     async def exit_run(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
         return await self._as_user("exit_run", user, run, payer=payer)

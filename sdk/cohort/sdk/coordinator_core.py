@@ -13,17 +13,15 @@ from pathlib import Path
 
 from solders.pubkey import Pubkey
 
-from cohort.sbf import build
-
+from . import artifacts
 from .idl import Idl
 
-COORDINATOR_DIR = build.CONTRACTS_DIR / "coordinator"
-IDL_PATH = COORDINATOR_DIR / "idl.json"
-HOST_LIBRARY = build.TARGET_DIR / "host" / "libcoordinator.so"
+COORDINATOR_DIR = artifacts.CHECKOUT_CONTRACTS / "coordinator"  # the sources (checkout only)
+IDL_PATH = artifacts.CHECKOUT_FILES[artifacts.IDL_FILE]  # the checkout's; load_idl also finds the packaged one
 
 
 def load_idl() -> Idl:
-    return Idl.load(IDL_PATH)
+    return Idl.load(artifacts.idl_path())
 
 
 class _Env(ctypes.Structure):
@@ -44,14 +42,11 @@ class Env:
 
 
 class CoordinatorCore:
-    """ctypes binding of contracts/target/host/libcoordinator.so (built on first use)."""
+    """ctypes binding of the coordinator's host library (packaged, or the checkout's build; never compiled
+    here: `cohort build` does that)."""
 
     def __init__(self, library: Path | None = None, idl: Idl | None = None) -> None:
-        if library is None:
-            if not HOST_LIBRARY.exists():
-                build.build_all(["coordinator"], log=lambda _: None)
-            library = HOST_LIBRARY
-        self.lib = ctypes.CDLL(str(library))
+        self.lib = ctypes.CDLL(str(library or artifacts.host_library()))
         self.idl = idl or load_idl()
         self.run_size = self.idl.account_size("Run") - 8
         self.lib.coord_host_run_size.restype = ctypes.c_uint64
@@ -128,8 +123,12 @@ class CoordinatorCore:
     def tick(self, run: bytearray, env: Env) -> int:
         return self._call("coord_tick", run, env)
 
-    def join(self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey) -> int:
-        return self._call("coord_join", run, env, self._key(signer), self._key(p2p_identity))
+    def join(
+        self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey, endpoint: bytes = b""
+    ) -> int:
+        """The core's part of join_run (the program checks the node key's signature before it)."""
+        args = {"p2p_identity": p2p_identity, "endpoint": endpoint}  # the coder NUL-pads it
+        return self._call("coord_join", run, env, self._key(signer), self._ix_args("join_run", args))
 
     def exit(self, run: bytearray, env: Env, signer: Pubkey) -> int:
         return self._call("coord_exit", run, env, self._key(signer))
@@ -192,6 +191,18 @@ class CoordinatorCore:
 
     def quorum(self, witness_nodes: int) -> int:
         return self.lib.coord_witness_quorum(ctypes.c_uint16(witness_nodes))
+
+    def bloom_insert(self, bloom: bytearray, salt: int, item: bytes) -> None:
+        """Add a 32-byte item to a witness's broadcast Bloom filter (the chain's own hashing)."""
+        if len(item) != 32 or len(bloom) != self.idl.constants["BLOOM_BYTES"]:
+            raise ValueError("a Bloom item is 32 bytes and the filter BLOOM_BYTES")
+        buffer = (ctypes.c_uint8 * len(bloom)).from_buffer(bloom)
+        self.lib.coord_bloom_insert(buffer, ctypes.c_uint64(salt), item)
+
+    def bloom_contains(self, bloom: bytes, salt: int, item: bytes) -> bool:
+        if len(item) != 32 or len(bloom) != self.idl.constants["BLOOM_BYTES"]:
+            raise ValueError("a Bloom item is 32 bytes and the filter BLOOM_BYTES")
+        return self.lib.coord_bloom_contains(bytes(bloom), ctypes.c_uint64(salt), item)
 
     def batch_interval(self, round_: bytes, trainers: int, k: int) -> tuple[int, int]:
         """Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers."""

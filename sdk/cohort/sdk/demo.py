@@ -50,7 +50,7 @@ async def play_epoch(
     run = await state()
     config = run.config
     for wallet in members:
-        await client.join_run(wallet, run_id, Keypair().pubkey())
+        await client.join_run(wallet, run_id, Keypair())
     await warp(client, config.waiting_for_members_extra_time)
     await client.tick(members[0], run_id)
     run = await state()

@@ -24,7 +24,7 @@ uint64_t coord_set_checkpointers(Run *run, const CoordEnv *env, const SolPubkey 
 uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char **why);
 
 /* ---- clients */
-uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity);
+uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const JoinRunArgs *args);
 uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer);
 /* Withdraw a wallet's join for the next epoch (its join authorization was revoked); true if it had one. */
 bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer);

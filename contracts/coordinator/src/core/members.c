@@ -69,12 +69,38 @@ static uint64_t stale_registry_entry(const Run *run) {
   return best;
 }
 
-uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const SolPubkey *p2p_identity) {
+/* A node address: printable ASCII up to the first NUL, only NULs after it (one encoding per address). */
+static bool endpoint_is_canonical(const uint8_t endpoint[COORD_ENDPOINT_LEN]) {
+  uint64_t n = 0;
+  while (n < COORD_ENDPOINT_LEN && endpoint[n]) {
+    if (endpoint[n] < 0x20 || endpoint[n] > 0x7e) return false;
+    n++;
+  }
+  for (uint64_t i = n; i < COORD_ENDPOINT_LEN; i++)
+    if (endpoint[i]) return false;
+  return true;
+}
+
+/* The registry entry of another wallet that holds this node id, if any: results and points are
+   attributed by node id, so one id must mean one wallet. */
+static bool identity_taken(const Run *run, const SolPubkey *signer, const SolPubkey *p2p_identity) {
+  for (uint64_t i = 0; i < run->registry_len; i++)
+    if (sol_pubkey_eq(&run->registry[i].p2p_identity, p2p_identity) && !sol_pubkey_eq(&run->registry[i].signer, signer))
+      return true;
+  return false;
+}
+
+/* The node's key is proven by the program (an Ed25519 instruction in the same transaction); the core
+   checks what is about the run. The endpoint is not stored, only published in ClientJoined. */
+uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const JoinRunArgs *args) {
   if (run->run_state == RUN_STATE_FINISHED) return ERR_FINISHED;
   /* Paused too: resuming voids every earlier join, so accepting one now would be a silent no-op */
   if (run->run_state == RUN_STATE_UNINITIALIZED || run->run_state == RUN_STATE_PAUSED) return ERR_HALTED;
+  if (!endpoint_is_canonical(args->endpoint)) return ERR_ENDPOINT_INVALID;
+  if (identity_taken(run, signer, &args->p2p_identity)) return ERR_IDENTITY_TAKEN;
   uint64_t r = find_registry(run, signer);
   bool already_pending = r != NOT_FOUND && run->registry[r].join_marker == run->next_active;
+  if (already_pending && sol_pubkey_eq(&run->registry[r].p2p_identity, &args->p2p_identity)) return ERR_ALREADY_JOINED;
   if (!already_pending && pending_count(run) >= epoch_capacity(run)) return ERR_RUN_FULL;
   if (r == NOT_FOUND) {
     if (run->registry_len >= COORD_MAX_CLIENTS) {
@@ -86,9 +112,13 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
     sol_memset(&run->registry[r], 0, sizeof(RegistryEntry));
     run->registry[r].signer = *signer;
   }
-  run->registry[r].p2p_identity = *p2p_identity;
+  run->registry[r].p2p_identity = args->p2p_identity;
   run->registry[r].join_marker = run->next_active;
-  ClientJoined event = {*env->run_key, *signer, *p2p_identity};
+  ClientJoined event;
+  event.run = *env->run_key;
+  event.signer = *signer;
+  event.p2p_identity = args->p2p_identity;
+  sol_memcpy(event.endpoint, args->endpoint, COORD_ENDPOINT_LEN);
   coord_emit(EVENT_CLIENT_JOINED, &event, sizeof(event));
   tick_opportunistically(run, env);
   return SUCCESS;

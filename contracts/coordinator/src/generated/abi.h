@@ -19,6 +19,7 @@
 #define COORD_PARTICIPANT_BITMAP_LEN 32
 #define COORD_BLOOM_BYTES 512
 #define COORD_BLOOM_HASHES 10
+#define COORD_ENDPOINT_LEN 160
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
 #define RUN_STATE_UNINITIALIZED 0
@@ -431,9 +432,11 @@ SOL_STATIC_ASSERT(__builtin_offsetof(SetJoinAuthorizationArgs, allowed) == 32, "
 
 typedef struct {
   SolPubkey p2p_identity;
+  uint8_t endpoint[COORD_ENDPOINT_LEN];
 } JoinRunArgs;
-SOL_STATIC_ASSERT(sizeof(JoinRunArgs) == 32, "JoinRunArgs layout");
+SOL_STATIC_ASSERT(sizeof(JoinRunArgs) == 192, "JoinRunArgs layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, p2p_identity) == 0, "JoinRunArgs.p2p_identity");
+SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, endpoint) == 32, "JoinRunArgs.endpoint");
 
 typedef struct {
   uint16_t index;
@@ -499,11 +502,13 @@ typedef struct {
   SolPubkey run;
   SolPubkey signer;
   SolPubkey p2p_identity;
+  uint8_t endpoint[COORD_ENDPOINT_LEN];
 } ClientJoined;
-SOL_STATIC_ASSERT(sizeof(ClientJoined) == 96, "ClientJoined layout");
+SOL_STATIC_ASSERT(sizeof(ClientJoined) == 256, "ClientJoined layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientJoined, run) == 0, "ClientJoined.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientJoined, signer) == 32, "ClientJoined.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientJoined, p2p_identity) == 64, "ClientJoined.p2p_identity");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientJoined, endpoint) == 96, "ClientJoined.endpoint");
 
 typedef struct {
   SolPubkey run;
@@ -586,6 +591,10 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, what) == 32, "RunUpdated.what")
 
 /* well-known addresses */
 static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x2f, 0x0a, 0xaf, 0xc6, 0xf2, 0x65, 0xe3, 0xfb, 0x77, 0xcc, 0x7a, 0xda, 0x82, 0xc5, 0x29, 0xd0, 0xbe, 0x3b, 0x13, 0x6e, 0x2d, 0x00, 0x55, 0x20, 0x00, 0x00, 0x00}}; /* SysvarS1otHashes111111111111111111111111111 */
+static const SolPubkey COORD_INSTRUCTIONS_SYSVAR_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x18, 0x7b, 0xd1, 0x66, 0x35, 0xda, 0xd4, 0x04, 0x55, 0xfd, 0xc2, 0xc0, 0xc1, 0x24, 0xc6, 0x8f, 0x21, 0x56, 0x75, 0xa5, 0xdb, 0xba, 0xcb, 0x5f, 0x08, 0x00, 0x00, 0x00}}; /* Sysvar1nstructions1111111111111111111111111 */
+static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c, 0x93, 0xfb, 0xbe, 0x12, 0xf9, 0x42, 0x8f, 0x83, 0x8d, 0x40, 0xff, 0x05, 0x70, 0x74, 0x49, 0x27, 0xf4, 0x8a, 0x64, 0xfc, 0xca, 0x70, 0x44, 0x80, 0x00, 0x00, 0x00}}; /* Ed25519SigVerify111111111111111111111111111 */
+#define COORD_JOIN_PROOF_PREFIX "cohort join v1"
+#define COORD_JOIN_PROOF_PREFIX_LEN 14
 
 /* program errors (Anchor numbering) */
 #define ERR_INVALID_INSTRUCTION 6000
@@ -627,3 +636,7 @@ static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x
 #define ERR_ARITHMETIC_OVERFLOW 6036
 #define ERR_DUPLICATE_ACCOUNT 6037
 #define ERR_WRONG_PROGRAM 6038
+#define ERR_ENDPOINT_INVALID 6039
+#define ERR_NODE_KEY_NOT_PROVEN 6040
+#define ERR_IDENTITY_TAKEN 6041
+#define ERR_ALREADY_JOINED 6042

@@ -1,6 +1,7 @@
 /* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
    Every rule about runs lives in ../core; this file only knows Solana. */
 #include "accounts.h"
+#include "node_key.h"
 
 #define MAX_ACCOUNTS 6
 #define TRY(expr)                               \
@@ -130,6 +131,7 @@ static uint64_t check_join_authorization(const SolParameters *p, const Run *run)
   return valid ? SUCCESS : ERR_JOIN_NOT_AUTHORIZED;
 }
 
+/* [user, run, authorization, slot_hashes, instructions sysvar]: the node key's proof is read from the last. */
 __attribute__((noinline)) static uint64_t join_run(SolParameters *p) {
   Run *run;
   CoordEnv env;
@@ -137,7 +139,9 @@ __attribute__((noinline)) static uint64_t join_run(SolParameters *p) {
   TRY(args_of(p, sizeof(*args), (const void **)&args));
   TRY(load_as_client(p, 3, &run, &env));
   TRY(check_join_authorization(p, run));
-  return changed(run, coord_join(run, &env, p->ka[0].key, &args->p2p_identity));
+  TRY(need_accounts(p, 5));
+  TRY(check_node_key_proof(&p->ka[4], p->ka[1].key, p->ka[0].key, &args->p2p_identity));
+  return changed(run, coord_join(run, &env, p->ka[0].key, args));
 }
 
 __attribute__((noinline)) static uint64_t warmup_witness(SolParameters *p) {

@@ -1,0 +1,118 @@
+"""join_run binds a node id to its key: an Ed25519 instruction earlier in the same transaction must show
+the node key signing (run, wallet). Also: one node id per wallet, the endpoint's encoding, no-op re-joins."""
+
+from __future__ import annotations
+
+import struct
+
+from solders.instruction import Instruction
+from solders.keypair import Keypair
+from solders.message import Message
+from solders.transaction import Transaction
+from solders.transaction_metadata import FailedTransactionMetadata
+from support.coordinator_chain import make_config, open_run
+
+from cohort.sdk.join_proof import (
+    ED25519_PROGRAM,
+    decode_endpoint,
+    ed25519_instruction,
+    encode_endpoint,
+    join_proof_message,
+)
+
+
+def join_ix(chain, wallet, run, identity, endpoint=b""):
+    args = {"p2p_identity": identity, "endpoint": endpoint}
+    return chain.call_ix("join_run", wallet, run, args, authorization=run)
+
+
+def test_the_encoder_passes_the_native_program_and_a_bad_signature_does_not(chain):
+    key = Keypair.from_seed(bytes(range(32)))
+    good = ed25519_instruction(key, b"any message")
+    assert good.program_id == ED25519_PROGRAM
+    chain.send([good])
+    data = bytearray(good.data)
+    data[48] ^= 1  # the signature's first byte
+    tx = Transaction([chain.payer], Message([Instruction(ED25519_PROGRAM, bytes(data), [])],
+                     chain.payer.pubkey()), chain.svm.latest_blockhash())  # fmt: skip
+    assert isinstance(chain.svm.send_transaction(tx), FailedTransactionMetadata)
+
+
+def test_a_join_without_the_node_keys_signature_is_refused(chain):
+    _, run = open_run(chain, make_config(2))
+    wallet, node = chain.wallet(), Keypair()
+    message = join_proof_message(chain.idl, run, wallet.pubkey())
+    ix = join_ix(chain, wallet, run, node.pubkey())
+    assert chain.send_fails([ix], [wallet], run).name == "NodeKeyNotProven"
+    # signed by another key, over another wallet or another run, or placed after the join
+    other = Keypair()
+    attempts = [
+        [ed25519_instruction(other, message), ix],
+        [ed25519_instruction(node, join_proof_message(chain.idl, run, other.pubkey())), ix],
+        [ed25519_instruction(node, join_proof_message(chain.idl, other.pubkey(), wallet.pubkey())), ix],
+        [ed25519_instruction(node, message[:-1]), ix],
+        [ix, ed25519_instruction(node, message)],
+    ]
+    for instructions in attempts:
+        assert chain.send_fails(instructions, [wallet], run).name == "NodeKeyNotProven"
+    chain.send([ed25519_instruction(node, message), ix], [wallet])
+    assert chain.state(run)["registry"][0]["p2p_identity"] == node.pubkey()
+
+
+def test_offsets_that_point_into_another_instruction_prove_nothing(chain):
+    """The attacker's own key signs the message in instruction 1; instruction 0 holds the victim's key and
+    the message in its data but tells the native program to check instruction 1's bytes. A checker that
+    reads instruction 0's data at its offsets would see the victim's key there."""
+    _, run = open_run(chain, make_config(2))
+    wallet, attacker, victim = chain.wallet(), Keypair(), Keypair()
+    message = join_proof_message(chain.idl, run, wallet.pubkey())
+    honest = ed25519_instruction(attacker, message)  # 16: key, 48: signature, 112: message
+    offsets = struct.pack("<7H", 48, 1, 16, 1, 112, len(message), 1)
+    decoy = bytes([1, 0]) + offsets + bytes(victim.pubkey()) + bytes(64) + message
+    pointing = Instruction(ED25519_PROGRAM, decoy, [])
+    chain.send([pointing, honest])  # the native program accepts it: it checked instruction 1
+    ix = join_ix(chain, wallet, run, victim.pubkey())
+    assert chain.send_fails([pointing, honest, ix], [wallet], run).name == "NodeKeyNotProven"
+    # the key that really signed may join with it
+    chain.send([pointing, honest, join_ix(chain, wallet, run, attacker.pubkey())], [wallet])
+
+
+def test_an_identity_another_wallet_holds_is_refused(chain):
+    _, run = open_run(chain, make_config(3))
+    a, b = chain.wallet(), chain.wallet()
+    node = Keypair()
+    chain.join(a, run, node)
+    assert chain.join_fails(b, run, node) == "IdentityTaken"
+    chain.join(b, run)  # its own node key is fine
+
+
+def test_rejoining_with_the_same_identity_is_a_refused_no_op(chain):
+    _, run = open_run(chain, make_config(3))
+    wallet, node = chain.wallet(), Keypair()
+    chain.join(wallet, run, node, endpoint=b"10.0.0.1:4433")
+    assert chain.join_fails(wallet, run, node) == "AlreadyJoined"  # bytes unchanged: send_fails checks
+    assert chain.join_fails(wallet, run, node, endpoint=b"10.0.0.2:4433") == "AlreadyJoined"
+
+
+def test_the_endpoint_is_published_not_stored_and_must_be_canonical(chain):
+    _, run = open_run(chain, make_config(3))
+    wallet, node = chain.wallet(), Keypair()
+    for bad in (b"127.0.0.1\n", b"caf\xc3\xa9", b"a\0b", b"\x7f"):
+        assert chain.join_fails(wallet, run, node, endpoint=bad) == "EndpointInvalid"
+    before = chain.run_bytes(run)
+    address = "x" * chain.idl.constants["ENDPOINT_LEN"]
+    result = chain.join(wallet, run, node, endpoint=address.encode())
+    (event,) = [e for name, e in chain.idl.events_in_logs(list(result.logs())) if name == "ClientJoined"]
+    assert event["p2p_identity"] == node.pubkey() and decode_endpoint(event["endpoint"]) == address
+    assert address.encode() not in chain.run_bytes(run) and len(chain.run_bytes(run)) == len(before)
+
+
+def test_the_sdk_refuses_an_endpoint_that_does_not_fit():
+    assert encode_endpoint("127.0.0.1:1", 16) == b"127.0.0.1:1" + bytes(5)
+    for bad, why in (("x" * 17, "at most 16"), ("é", "printable ASCII"), ("a\nb", "printable ASCII")):
+        try:
+            encode_endpoint(bad, 16)
+        except ValueError as e:
+            assert why in str(e)
+        else:
+            raise AssertionError(f"{bad!r} accepted")
