@@ -14,6 +14,7 @@ class _LazyGroup(click.Group):
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
         "localnet": ("cohort.localnet.cli", "localnet"),
         "deploy": ("cohort.sdk.cli_deploy", "deploy"),
+        "explorer": ("cohort.sdk.explorer.cli", "explorer"),
         "run": ("cohort.sdk.cli_run", "run_group"),
         "wallet": ("cohort.sdk.cli_wallet", "wallet"),
     }

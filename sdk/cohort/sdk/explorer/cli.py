@@ -1,0 +1,63 @@
+"""`cohort explorer`: index the coordinator on a cluster and serve the run explorer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import click
+from solders.pubkey import Pubkey
+
+from ..cli_common import chain_options, run
+from ..errors import ConfigError
+from .app import DEFAULT_PORT, Explorer
+from .store import StoreError
+
+
+@click.command("explorer")
+@chain_options
+@click.option("--port", "-p", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="HTTP port (0: any free port).")  # fmt: skip
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback exposes the explorer to the network.")  # fmt: skip
+@click.option("--db", "db", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("cohort-explorer.sqlite"), show_default=True,
+              help="SQLite database (created if absent; indexing resumes where it stopped).")  # fmt: skip
+@click.option("--also-program", "extra", multiple=True,
+              help="Another coordinator program id to index beside the default one (repeatable).")  # fmt: skip
+@click.option("--poll-interval", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
+              help="Seconds between polls when no websocket notification arrives.")  # fmt: skip
+def explorer(settings, port: int, host: str, db: Path, extra: tuple[str, ...],
+             poll_interval: float) -> None:  # fmt: skip
+    """Index runs into SQLite and serve the run explorer (JSON API + live pages)."""
+    programs = [settings.program_id()]
+    for text in extra:
+        try:
+            programs.append(Pubkey.from_string(text))
+        except ValueError:
+            raise ConfigError(f"program id {text!r} is not a base58 address") from None
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+
+    async def serve() -> None:
+        try:
+            ex = Explorer(settings.cluster.urls, settings.cluster.ws_url, programs, db, host, port,
+                          poll_interval=poll_interval)  # fmt: skip
+        except StoreError as e:
+            raise ConfigError(str(e)) from None
+        try:
+            await ex.start()
+        except OSError as e:
+            await ex.stop()
+            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        click.echo(f"explorer: {ex.url}  (indexing {', '.join(map(str, programs))} on "
+                   f"{settings.cluster.urls[0]}; database {db})", err=True)  # fmt: skip
+        try:
+            await ex.serve_forever()
+        finally:
+            await ex.stop()
+
+    try:
+        run(serve())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass

@@ -1,0 +1,248 @@
+// The explorer's pages. Everything shown comes from the JSON API and is put into the DOM as text
+// (textContent), never as HTML: run names, descriptions and repo strings are written by strangers.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function safeHref(url) {
+  if (typeof url !== "string") return null;
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+  } catch (e) { return null; }
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined) continue;
+    if (k === "href") {
+      const href = safeHref(v) || (typeof v === "string" && /^\/[^/\\]/.test(v) ? v : null);
+      if (href) node.setAttribute("href", href);
+    } else if (k === "class" || k === "title" || k.startsWith("data-")) node.setAttribute(k, String(v));
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(c === null || c === undefined ? "" : String(c)));
+  return node;
+}
+
+function extLink(url, text) {
+  const href = safeHref(url);
+  if (!href) return document.createTextNode(text);
+  const a = el("a", { href }, text);
+  a.rel = "noopener noreferrer"; a.target = "_blank";
+  return a;
+}
+
+const short = (s, n = 6) => (typeof s === "string" && s.length > 2 * n + 1 ? s.slice(0, n) + "…" + s.slice(-n) : s);
+const num = (v, d = 4) => (v === null || v === undefined ? "–" : Number(v).toFixed(d));
+function ago(t) {
+  if (!t) return "–";
+  const s = Math.max(0, Math.round(Date.now() / 1000 - t));
+  if (s < 60) return s + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return new Date(t * 1000).toISOString().slice(0, 16).replace("T", " ");
+}
+
+async function getJSON(path) {
+  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await r.json();
+  if (!r.ok) { const e = new Error(body.error || r.statusText); e.status = r.status; throw e; }
+  return body;
+}
+
+function showIndexer(status) {
+  const node = $("indexer");
+  if (!node || !status) return;
+  if (status.rpc_ok) {
+    node.className = "indexer";
+    node.textContent = (status.live ? "live" : "polling") + " · " + status.rpc_url;
+  } else {
+    node.className = "indexer down";
+    node.textContent = "RPC unreachable: " + (status.error || "?") + (status.retry_in ? " (retrying in " + status.retry_in + " s)" : "");
+  }
+}
+
+function replaceRows(tbody, rows) { tbody.replaceChildren(...rows); }
+
+// -- live updates: the server says which runs changed; the page re-reads what it shows ---------------
+function live(onChange) {
+  let timer = null;
+  const source = new EventSource("/api/stream");
+  source.addEventListener("change", (ev) => {
+    let runs = [];
+    try { runs = JSON.parse(ev.data).runs || []; } catch (e) { /* a keepalive or junk: refresh anyway */ }
+    clearTimeout(timer);
+    timer = setTimeout(() => onChange(runs), 150);
+  });
+  return source;
+}
+
+// -- runs list --------------------------------------------------------------------------------------
+const runsPage = { rows: [], key: "name", dir: 1 };
+
+function renderRuns() {
+  const { key, dir } = runsPage;
+  const rows = [...runsPage.rows].sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (x === y) return 0;
+    if (x === null || x === undefined) return 1;
+    if (y === null || y === undefined) return -1;
+    return (x < y ? -1 : 1) * dir;
+  });
+  replaceRows(document.querySelector("#runs tbody"), rows.map((r) => {
+    const bar = el("div", { class: "bar" }, el("div"));
+    bar.firstChild.style.width = Math.min(100, 100 * r.step / Math.max(1, r.total_steps)) + "%";
+    const phase = r.phase + (r.pending_pause ? " (pause pending)" : "");
+    return el("tr", { "data-run": r.address },
+      el("td", {}, el("a", { href: "/runs/" + encodeURIComponent(r.address) }, r.name || r.run_id), el("div", { class: "muted mono" }, r.run_id)),
+      el("td", {}, el("span", { class: "phase " + (r.halted ? "halted " : "") + r.phase }, phase)),
+      el("td", {}, r.epoch),
+      el("td", {}, r.step + " / " + r.total_steps, bar),
+      el("td", {}, r.clients + (r.pending_joins ? " (+" + r.pending_joins + " joining)" : "")),
+      el("td", {}, num(r.latest_loss)),
+      el("td", {}, ago(r.last_activity)));
+  }));
+  $("empty").hidden = rows.length > 0;
+  document.querySelectorAll("#runs th").forEach((th) => {
+    th.classList.toggle("asc", th.dataset.key === key && dir > 0);
+    th.classList.toggle("desc", th.dataset.key === key && dir < 0);
+  });
+}
+
+async function loadRuns() {
+  const body = await getJSON("/api/runs");
+  runsPage.rows = body.runs;
+  showIndexer(body.indexer);
+  renderRuns();
+  document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
+}
+
+function initRuns() {
+  document.querySelectorAll("#runs th").forEach((th) => th.addEventListener("click", () => {
+    runsPage.dir = runsPage.key === th.dataset.key ? -runsPage.dir : 1;
+    runsPage.key = th.dataset.key;
+    renderRuns();
+  }));
+  loadRuns().catch((e) => showIndexer({ rpc_ok: false, error: e.message }));
+  live(() => loadRuns().catch(() => {}));
+}
+
+// -- run page ---------------------------------------------------------------------------------------
+const runPage = { key: null, address: null, left: null, fetchedAt: 0 };
+
+function renderTimeline(timeline) {
+  $("timeline").replaceChildren(...timeline.map((epoch) => {
+    const phases = epoch.phases;
+    const segs = phases.map((p, i) => {
+      const next = phases[i + 1];
+      const span = next ? Math.max(1, next.at - p.at) : 1;
+      const seg = el("div", { class: "seg " + p.phase, title: p.phase + " · step " + p.step + " · " + new Date(p.at * 1000).toISOString() });
+      seg.style.flexGrow = String(span);
+      return seg;
+    });
+    return el("div", { class: "epoch" }, el("span", { class: "epoch-label" }, "epoch " + epoch.epoch), el("div", { class: "segments" }, ...segs));
+  }));
+}
+
+function renderRun(body) {
+  const s = body.state;
+  document.title = (s.name || body.run_id) + " · cohort explorer";
+  $("name").textContent = s.name || body.run_id;
+  $("run-id").textContent = body.run_id + " · " + body.address;
+  const account = $("account-link");
+  const href = safeHref(body.links.account);
+  if (href) account.setAttribute("href", href); else account.removeAttribute("href");
+  const phase = $("phase");
+  phase.textContent = s.phase + (s.pending_pause ? " (pause pending)" : "");
+  phase.className = "phase " + (s.halted || body.closed ? "halted " : "") + s.phase;
+  runPage.left = s.phase_seconds_left; runPage.fetchedAt = Date.now() / 1000;
+  tickTimeLeft();
+  $("epoch").textContent = s.epoch;
+  $("step").textContent = s.step + " / " + s.total_steps;
+  $("progress").style.width = Math.min(100, 100 * s.step / Math.max(1, s.total_steps)) + "%";
+  $("witness-count").textContent = s.witnesses.submitted + " of " + s.witnesses.needed + " (quorum " + s.witnesses.quorum + ")";
+  $("description").textContent = s.description || "";
+  renderTimeline(body.timeline);
+
+  replaceRows(document.querySelector("#clients tbody"), s.clients.map((c) => el("tr", { "data-wallet": c.wallet },
+    el("td", {}, c.index),
+    el("td", { class: "mono", title: c.wallet }, c.wallet),
+    el("td", { class: "mono", title: c.p2p_identity }, short(c.p2p_identity, 8)),
+    el("td", { class: "health-" + c.health }, c.health),
+    el("td", {}, c.points),
+    el("td", { class: "role-" + c.role }, c.role + (c.witnessed ? " ✓" : "")))));
+  $("no-clients").hidden = s.clients.length > 0;
+
+  replaceRows(document.querySelector("#rounds tbody"), body.recent_rounds.map((r) => {
+    const losses = r.witnesses.map((w) => w.loss).filter((v) => v !== null);
+    const mean = losses.length ? losses.reduce((a, b) => a + b, 0) / losses.length : null;
+    return el("tr", {}, el("td", {}, r.step),
+      el("td", { class: "mono" }, r.witnesses.map((w) => "#" + w.index + " " + short(w.signer)).join(", ")),
+      el("td", {}, num(mean)));
+  }));
+
+  const ck = s.checkpoint;
+  const repo = body.links.checkpoint ? extLink(body.links.checkpoint, ck.repo) : document.createTextNode(ck.repo || "–");
+  $("checkpoint").replaceChildren(
+    el("dt", {}, "kind"), el("dd", {}, ck.kind),
+    el("dt", {}, "repo"), el("dd", {}, repo),
+    el("dt", {}, "revision"), el("dd", {}, ck.revision || "–"),
+    el("dt", {}, "step"), el("dd", {}, ck.step),
+    el("dt", {}, "sha256"), el("dd", { class: "mono" }, /^0+$/.test(ck.sha256) ? "(not set)" : ck.sha256));
+  const data = body.links.data_location ? extLink(body.links.data_location, s.model.data_location) : null;
+  $("config").textContent = JSON.stringify({ config: s.config, model: s.model, client_version: s.client_version }, null, 2);
+  if (data) $("config").append("\n\ndata: ", data);
+
+  replaceRows(document.querySelector("#transactions tbody"), body.transactions.map((t) => el("tr", { class: t.err ? "failed" : "" },
+    el("td", { class: "mono" }, extLink(t.explorer_url, short(t.signature, 10))),
+    el("td", {}, t.slot),
+    el("td", {}, ago(t.block_time)),
+    el("td", {}, t.instructions.join(", ")),
+    el("td", {}, t.err ? "failed: " + t.err : "ok"))));
+  showIndexer(body.indexer);
+}
+
+function tickTimeLeft() {
+  const node = $("time-left");
+  if (runPage.left === null || runPage.left === undefined) { node.textContent = ""; return; }
+  const left = Math.max(0, Math.round(runPage.left - (Date.now() / 1000 - runPage.fetchedAt)));
+  node.textContent = left + " s left";
+}
+
+async function loadMetrics() {
+  const m = await getJSON("/api/runs/" + encodeURIComponent(runPage.key) + "/metrics");
+  const p = m.points;
+  CohortChart.draw($("loss-chart"), [{ label: m.bucket > 1 ? "loss (mean of " + m.bucket + " steps)" : "loss", color: "#3867d6",
+    points: p.map((q) => [q.step, q.loss]), band: p.map((q) => [q.step, q.loss_min, q.loss_max]) }]);
+  CohortChart.draw($("tps-chart"), [{ label: "tokens/s", color: "#16a085", points: p.map((q) => [q.step, q.tokens_per_sec]) }]);
+  CohortChart.draw($("bw-chart"), [
+    { label: "sent", color: "#d68910", points: p.map((q) => [q.step, q.bytes_sent]) },
+    { label: "received", color: "#8e44ad", points: p.map((q) => [q.step, q.bytes_received]) }]);
+}
+
+async function loadRun() {
+  try {
+    const body = await getJSON("/api/runs/" + encodeURIComponent(runPage.key));
+    runPage.address = body.address;
+    $("missing").hidden = true;
+    renderRun(body);
+    await loadMetrics();
+  } catch (e) {
+    $("missing").hidden = false;
+    $("missing").textContent = e.status === 404 ? "No such run is indexed: " + runPage.key : "Cannot load the run: " + e.message;
+  }
+  document.body.dataset.loaded = String(Number(document.body.dataset.loaded || 0) + 1);
+}
+
+function initRun() {
+  runPage.key = decodeURIComponent(location.pathname.split("/").pop() || "");
+  loadRun();
+  setInterval(tickTimeLeft, 1000);
+  live((runs) => { if (!runs.length || runs.includes(runPage.address)) loadRun(); });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  if (document.body.dataset.page === "runs") initRuns();
+  else if (document.body.dataset.page === "run") initRun();
+});
