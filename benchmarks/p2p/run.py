@@ -152,6 +152,8 @@ async def gossip_spread(kind: str, n: int, count: int, payload_bytes: int) -> Go
         rng = random.Random(0)
 
         async def announce_and_wait(round: int) -> float:
+            for node in nodes:  # one announcement per round: every node keeps up
+                node.advance_round(round)
             origin = rng.choice(nodes)
             started = loop.time()
             announcement = await origin.announce(round, rng.randbytes(payload_bytes))

@@ -73,6 +73,11 @@ class Announcement:
         """True if the origin signed this announcement for `topic`."""
         return self.origin.verify(_SIGNING_TAG + topic + self._signed_part, self.signature)
 
+    @property
+    def size(self) -> int:
+        """Bytes on the wire (what holding or forwarding it costs)."""
+        return _HEAD.size + len(self.payload) + SIGNATURE_BYTES
+
     @cached_property
     def id(self) -> bytes:
         return hashlib.sha256(self._signed_part).digest()

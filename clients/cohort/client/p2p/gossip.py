@@ -3,8 +3,18 @@
 On first receipt a node checks the announcement (known origin, valid signature, live round), hands
 it to the application once, and pushes it to its overlay neighbours except the one it came from.
 Every `repair_interval` seconds (and on `repair_now`, e.g. at round close) each node sends its
-neighbours a digest of the ids it holds; they answer with what it is missing. So a message lost to a
-dead link, a full queue or a late membership update still arrives.
+neighbours, and one random other member (a probe), a digest of the ids it holds; they answer with
+what it is missing. So a message lost to a dead link, a full queue or a late membership update still
+arrives.
+
+Members are peers, not friends, so everything a member can make us hold or send is bounded: only
+rounds in a small window around the current one are accepted (`retain_rounds` back,
+`future_rounds` ahead); each origin may have at most `max_per_origin_round` announcements in one
+round and `max_messages_per_origin` / `max_bytes_per_origin` in the whole window; a digest reply
+carries at most `max_repair_messages` / `max_repair_bytes`, and a peer gets at most
+`max_digests_per_peer` replies at once. A neighbour that stays silent while others (the probe
+included) deliver what it should have passed on is suspected after `silent_strikes` repairs, and
+the next node on its rings takes its place.
 
 Protocols (over any transport):
     push    request = one announcement; empty reply
@@ -53,22 +63,37 @@ class GossipConfig:
     repair_interval: float = 3.0
     send_timeout: float = 5.0
     suspect_for: float = 30.0
+    future_rounds: int = 2
     max_per_origin_round: int = 64
+    max_messages_per_origin: int = 128
+    max_bytes_per_origin: int = 256 << 10
     max_in_flight_per_peer: int = 64
-    max_repair_messages: int = 4096
+    max_repair_messages: int = 512
+    max_repair_bytes: int = 1 << 20
+    max_digests_per_peer: int = 2
+    probe_peers: int = 1
+    silent_strikes: int = 3
 
     def __post_init__(self) -> None:
-        if self.retain_rounds < 0:
-            raise ValueError("retain_rounds must be >= 0")
+        if self.retain_rounds < 0 or self.future_rounds < 0:
+            raise ValueError("retain_rounds and future_rounds must be >= 0")
+        if self.probe_peers < 0 or self.silent_strikes < 0:
+            raise ValueError("probe_peers and silent_strikes must be >= 0 (0 turns them off)")
         if self.repair_interval < 0:
             raise ValueError("repair_interval must be >= 0 (0 turns the repair loop off)")
         if self.send_timeout <= 0 or self.suspect_for < 0:
             raise ValueError("send_timeout must be positive and suspect_for >= 0")
-        if (
-            min(self.max_per_origin_round, self.max_in_flight_per_peer, self.max_repair_messages)
-            < 1
-        ):
+        limits = (
+            self.max_per_origin_round,
+            self.max_messages_per_origin,
+            self.max_in_flight_per_peer,
+            self.max_repair_messages,
+            self.max_digests_per_peer,
+        )
+        if min(limits) < 1:
             raise ValueError("limits must be >= 1")
+        if min(self.max_bytes_per_origin, self.max_repair_bytes) < MAX_ANNOUNCEMENT:
+            raise ValueError(f"byte limits must be >= one announcement ({MAX_ANNOUNCEMENT} bytes)")
 
 
 @dataclass
@@ -78,12 +103,31 @@ class GossipStats:
     duplicates: int = 0
     rejected: int = 0
     stale: int = 0
+    future: int = 0
+    over_quota: int = 0
     pushes_sent: int = 0
     push_failures: int = 0
     push_bytes_sent: int = 0
     dropped_backlog: int = 0
     repair_pulls: int = 0
     repaired: int = 0
+    silent_suspected: int = 0
+
+
+@dataclass
+class _Usage:
+    """What one origin has in our store across the live window."""
+
+    messages: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class _Pulled:
+    """One repair pull: announcements new to us, and live ones offered (new or already held)."""
+
+    new: int
+    offered: int
 
 
 OnMessage = Callable[[Announcement], None]
@@ -110,13 +154,18 @@ class Gossip:
         self._me = transport.node_id
         self._members: dict[NodeId, PeerAddress] = {}
         self._members_version = 0
+        self._ring_seed = topic
         self._messages: dict[bytes, Announcement] = {}
         self._by_round: dict[int, set[bytes]] = defaultdict(set)
         self._per_origin: dict[tuple[NodeId, int], int] = defaultdict(int)
+        self._origin_use: dict[NodeId, _Usage] = {}
         self._next_seq: dict[int, int] = defaultdict(int)
         self._suspects: dict[NodeId, float] = {}
         self._neighbours_cache: tuple[object, set[NodeId]] | None = None
         self._in_flight: dict[NodeId, int] = defaultdict(int)
+        self._digests_serving: dict[NodeId, int] = defaultdict(int)
+        self._strikes: dict[NodeId, int] = defaultdict(int)
+        self._heard_from: set[NodeId] = set()  # peers that pushed us announcements lately
         self._tasks: set[asyncio.Task] = set()
         self._repair_task: asyncio.Task | None = None
         transport.add_protocol(PUSH_PROTOCOL, self._on_push, max_request=MAX_ANNOUNCEMENT)
@@ -126,15 +175,22 @@ class Gossip:
 
     # --- membership ---------------------------------------------------------------------------
 
-    def set_members(self, peers: Iterable[PeerAddress]) -> None:
-        """The run's current client list (our own entry may be included); recomputes the overlay."""
+    def set_members(self, peers: Iterable[PeerAddress], overlay_key: bytes | None = None) -> None:
+        """The run's current client list (our own entry may be included); recomputes the overlay.
+
+        `overlay_key` (e.g. the epoch's first round seed) places members on the overlay's rings by a
+        value nobody knew when choosing their keys, so ground keys cannot surround a victim. Every
+        member must pass the same key; None orders by the public topic alone.
+        """
         members = {}
         for peer in peers:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("members are PeerAddress values")
             members[peer.node_id] = peer
+        self._ring_seed = overlay.ring_seed(self.topic, overlay_key)
         self._members = members
         self._members_version += 1
+        self._strikes.clear()
 
     @property
     def members(self) -> Mapping[NodeId, PeerAddress]:
@@ -148,7 +204,7 @@ class Gossip:
             ids = overlay.neighbours(
                 self._me,
                 self._members.keys(),
-                self.topic,
+                self._ring_seed,
                 rings=self.config.rings,
                 exclude=suspects,
             )
@@ -176,8 +232,16 @@ class Gossip:
             raise ValueError(
                 f"round {round!r} is older than the retained window (current {self.current_round})"
             )
+        if self._is_future(round):
+            raise ValueError(
+                f"round {round} is more than {self.config.future_rounds} rounds ahead of the"
+                f" current one ({self.current_round}); peers would drop it"
+            )
         seq = self._next_seq[round]
         announcement = Announcement.create(self.transport.key, self.topic, round, seq, payload)
+        quota = self._over_quota(announcement)
+        if quota is not None:
+            raise ValueError(f"not published: {quota}")
         self._next_seq[round] = seq + 1
         self._remember(announcement)
         self.stats.published += 1
@@ -197,8 +261,7 @@ class Gossip:
         floor = self._floor()
         for old in [r for r in self._by_round if r < floor]:
             for message_id in self._by_round.pop(old):
-                gone = self._messages.pop(message_id)
-                self._per_origin.pop((gone.origin, gone.round), None)
+                self._forget(self._messages.pop(message_id))
             self._next_seq.pop(old, None)
 
     def _floor(self) -> int:
@@ -207,13 +270,42 @@ class Gossip:
     def _is_stale(self, round: int) -> bool:
         return round < self._floor()
 
+    def _is_future(self, round: int) -> bool:
+        return round > self.current_round + self.config.future_rounds
+
+    def _over_quota(self, announcement: Announcement) -> str | None:
+        """Why holding `announcement` would exceed its origin's share, or None if it fits."""
+        config = self.config
+        if self._per_origin.get((announcement.origin, announcement.round), 0) >= (
+            config.max_per_origin_round
+        ):
+            return (
+                f"origin has {config.max_per_origin_round} announcements in round"
+                f" {announcement.round}"
+            )
+        use = self._origin_use.get(announcement.origin)
+        if use is None:
+            return None
+        if use.messages >= config.max_messages_per_origin:
+            return f"origin holds {config.max_messages_per_origin} announcements in the live window"
+        if use.bytes + announcement.size > config.max_bytes_per_origin:
+            return (
+                f"origin holds {use.bytes} bytes of announcements"
+                f" (limit {config.max_bytes_per_origin})"
+            )
+        return None
+
     def _ingest(self, announcement: Announcement, sender: NodeId) -> bool:
         """Accept a message from the network; True if it was new. Raises RequestRejected if invalid."""
         if self._is_stale(announcement.round):
             self.stats.stale += 1
             return False
+        if self._is_future(announcement.round):  # would be held for rounds: refuse until it is live
+            self.stats.future += 1
+            return False
         if announcement.id in self._messages:
             self.stats.duplicates += 1
+            self._heard_from.add(sender)  # passing things on, only not first
             return False
         if announcement.origin not in self._members:
             self.stats.rejected += 1
@@ -223,15 +315,12 @@ class Gossip:
         if not announcement.verify(self.topic):
             self.stats.rejected += 1
             raise RequestRejected(Status.BAD_REQUEST, "invalid announcement signature")
-        if (
-            self._per_origin[(announcement.origin, announcement.round)]
-            >= self.config.max_per_origin_round
-        ):
-            self.stats.rejected += 1
-            raise RequestRejected(
-                Status.TOO_LARGE, "too many announcements from this origin this round"
-            )
+        quota = self._over_quota(announcement)
+        if quota is not None:
+            self.stats.over_quota += 1
+            raise RequestRejected(Status.TOO_LARGE, quota)
         self._remember(announcement)
+        self._heard_from.add(sender)
         if announcement.origin == self._me:  # our own, from before a restart: pass it on only
             self._push_to_neighbours(announcement, skip={sender})
             return True
@@ -248,6 +337,17 @@ class Gossip:
         self._messages[announcement.id] = announcement
         self._by_round[announcement.round].add(announcement.id)
         self._per_origin[(announcement.origin, announcement.round)] += 1
+        use = self._origin_use.setdefault(announcement.origin, _Usage())
+        use.messages += 1
+        use.bytes += announcement.size
+
+    def _forget(self, announcement: Announcement) -> None:
+        self._per_origin.pop((announcement.origin, announcement.round), None)
+        use = self._origin_use[announcement.origin]
+        use.messages -= 1
+        use.bytes -= announcement.size
+        if use.messages == 0:
+            del self._origin_use[announcement.origin]
 
     async def _on_push(self, peer: NodeId, body: bytes, reply: ReplyWriter) -> None:
         try:
@@ -286,10 +386,13 @@ class Gossip:
         finally:
             self._in_flight[peer.node_id] -= 1
 
-    def _suspect(self, node_id: NodeId, error: BaseException) -> None:
-        log.info("gossip to %r failed (%s); using the next node on its rings", node_id, error)
+    def _suspect(self, node_id: NodeId, why: BaseException | str) -> None:
+        log.info("gossip with %r failed (%s); using the next node on its rings", node_id, why)
         if self.config.suspect_for > 0:
-            self._suspects[node_id] = asyncio.get_running_loop().time() + self.config.suspect_for
+            now = asyncio.get_running_loop().time()
+            for expired in [n for n, until in self._suspects.items() if until <= now]:
+                del self._suspects[expired]
+            self._suspects[node_id] = now + self.config.suspect_for
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
@@ -299,9 +402,41 @@ class Gossip:
     # --- repair -------------------------------------------------------------------------------
 
     async def repair_now(self) -> int:
-        """Pull missing announcements from every neighbour now; returns how many arrived."""
-        results = await asyncio.gather(*(self._pull(p) for p in self.neighbours()))
-        return sum(results)
+        """Pull missing announcements from every neighbour and the probes now; returns how many
+        arrived. Neighbours that gave nothing while others did get a strike (see `_judge`)."""
+        neighbours = self.neighbours()
+        probes = self._probes(neighbours)
+        peers = neighbours + probes
+        results = await asyncio.gather(*(self._pull(p) for p in peers))
+        self._judge(
+            [p.node_id for p in neighbours],
+            {p.node_id: r for p, r in zip(peers, results, strict=True)},
+        )
+        return sum(r.new for r in results)
+
+    def _probes(self, neighbours: list[PeerAddress]) -> list[PeerAddress]:
+        """A few random members beyond the overlay: a way around neighbours that stay silent."""
+        skip = {p.node_id for p in neighbours} | {self._me}
+        others = [p for n, p in self._members.items() if n not in skip]
+        return random.sample(others, min(self.config.probe_peers, len(others)))
+
+    def _judge(self, neighbours: list[NodeId], pulled: Mapping[NodeId, _Pulled]) -> None:
+        """A neighbour that pushed us nothing since the last repair and offered nothing for our
+        digest, while other peers had new messages for us, failed to pass them on: one strike.
+        After `silent_strikes` in a row it is suspected, so the next node on its rings replaces it."""
+        heard, self._heard_from = self._heard_from, set()
+        limit = self.config.silent_strikes
+        total_new = sum(r.new for r in pulled.values())
+        for node_id in neighbours:
+            result = pulled.get(node_id)
+            if (result is not None and result.offered) or node_id in heard or total_new == 0:
+                self._strikes.pop(node_id, None)
+                continue
+            self._strikes[node_id] += 1
+            if limit and self._strikes[node_id] >= limit:
+                del self._strikes[node_id]
+                self.stats.silent_suspected += 1
+                self._suspect(node_id, f"silent for {limit} repairs while others delivered")
 
     async def _repair_loop(self) -> None:
         while True:
@@ -320,45 +455,77 @@ class Gossip:
                 ids.extend(i[:SHORT_ID] for i in self._by_round[round])
         return _ROUND.pack(floor) + b"".join(ids[:MAX_DIGEST_IDS])
 
-    async def _pull(self, peer: PeerAddress) -> int:
+    async def _pull(self, peer: PeerAddress) -> _Pulled:
+        """Ask `peer` for what we miss; reads at most one reply's worth (`max_repair_*`)."""
         self.stats.repair_pulls += 1
-        new = 0
+        config = self.config
+        new = offered = frames = received = bad = 0
+        last_error: Exception | None = None
         try:
-            async with asyncio.timeout(self.config.send_timeout):
+            async with asyncio.timeout(config.send_timeout):
                 async with self.transport.request(
-                    peer, DIGEST_PROTOCOL, self._digest(), open_timeout=self.config.send_timeout
+                    peer, DIGEST_PROTOCOL, self._digest(), open_timeout=config.send_timeout
                 ) as reply:
                     async for data in repair_frames(reply):
+                        frames += 1
+                        received += len(data)
+                        if frames > config.max_repair_messages or received > config.max_repair_bytes:
+                            break  # more than any honest reply carries: leaving cuts the stream
                         try:
                             announcement = Announcement.decode(data)
                             new += self._ingest(announcement, peer.node_id)
+                            offered += announcement.id in self._messages  # new or a duplicate
                         except (ValueError, RequestRejected) as e:
-                            log.info("repair from %r sent a bad announcement: %s", peer.node_id, e)
+                            bad += 1
+                            last_error = e
         except (TransportError, TimeoutError, ValueError) as e:
             self._suspect(peer.node_id, e)
+        if bad:
+            log.info("repair from %r: %d announcements refused (%s)", peer.node_id, bad, last_error)
         self.stats.repaired += new
-        return new
+        return _Pulled(new, offered)
 
     async def _on_digest(self, peer: NodeId, body: bytes, reply: ReplyWriter) -> None:
         if len(body) < _ROUND.size or (len(body) - _ROUND.size) % SHORT_ID:
             raise RequestRejected(
                 Status.BAD_REQUEST, "a digest is a u64 round and 8-byte id prefixes"
             )
+        config = self.config
+        if self._digests_serving[peer] >= config.max_digests_per_peer:
+            raise RequestRejected(
+                Status.TOO_LARGE, f"{config.max_digests_per_peer} digest replies already running"
+            )
+        self._digests_serving[peer] += 1
+        try:
+            await self._answer_digest(body, reply)
+        finally:
+            self._digests_serving[peer] -= 1
+            if not self._digests_serving[peer]:
+                del self._digests_serving[peer]
+
+    async def _answer_digest(self, body: bytes, reply: ReplyWriter) -> None:
+        """What the digest lacks, oldest round first, up to `max_repair_messages`/`_bytes`."""
+        config = self.config
         (floor,) = _ROUND.unpack_from(body)
         held = {body[i : i + SHORT_ID] for i in range(_ROUND.size, len(body), SHORT_ID)}
         floor = max(floor, self._floor())
         batch = bytearray()
-        sent = 0
+        sent = sent_bytes = 0
         for round in sorted(r for r in self._by_round if r >= floor):
             for message_id in list(self._by_round.get(round, ())):
                 announcement = self._messages.get(message_id)  # may be pruned while we write
                 if announcement is None or message_id[:SHORT_ID] in held:
                     continue
-                if sent >= self.config.max_repair_messages:
-                    break
+                if (
+                    sent >= config.max_repair_messages
+                    or sent_bytes + announcement.size > config.max_repair_bytes
+                ):
+                    await reply.write(bytes(batch))
+                    return  # the rest comes with the next repair
                 data = announcement.encode()
                 batch += _FRAME.pack(len(data)) + data
                 sent += 1
+                sent_bytes += len(data)
                 if len(batch) >= _REPLY_BATCH:
                     await reply.write(bytes(batch))
                     batch.clear()

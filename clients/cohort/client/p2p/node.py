@@ -75,11 +75,15 @@ class P2PNode:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    def set_clients(self, peers: Iterable[PeerAddress]) -> None:
-        """The run's current client list: who may connect, and the gossip overlay."""
+    def set_clients(self, peers: Iterable[PeerAddress], overlay_key: bytes | None = None) -> None:
+        """The run's current client list: who may connect, and the gossip overlay.
+
+        `overlay_key` keys the overlay's rings with a value unknown when members joined (the epoch's
+        first round seed, e.g. as 8 little-endian bytes); every member must pass the same one.
+        """
         peers = list(peers)
+        self.gossip.set_members(peers, overlay_key)  # first: it checks the key
         self.transport.allowlist.replace(p.node_id for p in peers)
-        self.gossip.set_members(peers)
 
     def advance_round(self, round: int, keep_rounds: int = 2) -> None:
         """Start `round`: forget blobs older than `round - keep_rounds` and old announcements."""

@@ -1,0 +1,99 @@
+"""Eclipse attempts on the gossip overlay: ground node keys, and neighbours that swallow everything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from cohort.client.p2p import GossipConfig, NodeKey, P2PNode, PeerAddress, gossip_topic
+from cohort.client.p2p.overlay import neighbours, ring_seed
+
+TOPIC = gossip_topic("test-run")
+
+
+def grind(victim, honest: list, seed: bytes, want: int = 8, budget: int = 20_000) -> list:
+    """Keys an attacker can make offline so that they take the victim's neighbour slots."""
+    attackers: list = []
+    for _ in range(budget):
+        candidate = NodeKey.generate().node_id
+        before = len(neighbours(victim, honest + attackers, seed) & set(attackers))
+        after = neighbours(victim, honest + attackers + [candidate], seed) & {
+            *attackers,
+            candidate,
+        }
+        if len(after) > before:
+            attackers.append(candidate)
+            if len(after) == want:
+                return attackers
+    raise AssertionError("grinding did not finish within its budget")
+
+
+def test_ground_keys_eclipse_the_public_overlay_but_not_a_keyed_one():
+    honest = [NodeKey.generate().node_id for _ in range(60)]
+    victim = honest[0]
+    attackers = grind(victim, honest, ring_seed(TOPIC))  # the topic is public at join time
+    members = honest + attackers
+    assert neighbours(victim, members, ring_seed(TOPIC)) <= set(attackers)  # eclipsed
+    for _ in range(5):  # the epoch's round seed did not exist when the keys were ground
+        keyed = neighbours(victim, members, ring_seed(TOPIC, os.urandom(8)))
+        assert len(keyed - set(attackers)) >= 4
+    assert ring_seed(TOPIC, b"k") != ring_seed(TOPIC, b"k2") != ring_seed(TOPIC)
+    with pytest.raises(ValueError, match="overlay_key"):
+        ring_seed(TOPIC, b"")
+
+
+async def test_set_clients_keys_the_overlay():
+    nodes = [P2PNode.http(NodeKey.generate(), "test-run") for _ in range(20)]
+    peers = [PeerAddress(n.transport.node_id, (f"127.0.0.1:{i + 1}",)) for i, n in enumerate(nodes)]
+    ids = [p.node_id for p in peers]
+    me = nodes[0]
+    key = (123456789).to_bytes(8, "little")
+    me.set_clients(peers, overlay_key=key)
+    got = {p.node_id for p in me.gossip.neighbours()}
+    assert got == neighbours(ids[0], ids, ring_seed(TOPIC, key))
+    me.set_clients(peers)  # no key: the public ordering, as before
+    assert {p.node_id for p in me.gossip.neighbours()} == neighbours(ids[0], ids, TOPIC)
+    with pytest.raises(ValueError, match="overlay_key"):
+        me.set_clients(peers[:3], overlay_key=b"x" * 65)
+    assert len(me.transport.allowlist) == 20  # a refused call changed nothing
+
+
+def swallow(node: P2PNode) -> None:
+    """Make `node` a member that accepts every push and digest but never passes anything on."""
+
+    def ingest(announcement, sender):
+        return False
+
+    async def answer_digest(body, reply):
+        await reply.write(b"")
+
+    node.gossip._ingest = ingest
+    node.gossip._answer_digest = answer_digest
+
+
+@pytest.mark.parametrize("kind", ["http"])
+async def test_repair_replaces_silent_neighbours(start_nodes):
+    config = GossipConfig(rings=1, repair_interval=0.15, suspect_for=60)
+    nodes = await start_nodes(8, gossip=config)
+    victim = nodes[0]
+    silent = {p.node_id for p in victim.gossip.neighbours()}
+    assert len(silent) == 2
+    for node in nodes:
+        if node.transport.node_id in silent:
+            swallow(node)
+    honest = [n for n in nodes[1:] if n.transport.node_id not in silent]
+    got = []
+    victim.gossip.on_message = got.append
+    async with asyncio.timeout(20):
+        for i in range(200):
+            await honest[i % len(honest)].announce(1, f"m{i}".encode())
+            await asyncio.sleep(0.05)
+            now = {p.node_id for p in victim.gossip.neighbours()}
+            if got and not now & silent:
+                break
+    assert got, "the probe pull did not reach around the silent neighbours"
+    assert not {p.node_id for p in victim.gossip.neighbours()} & silent
+    assert victim.gossip.stats.silent_suspected >= 2
+    assert all(set(n.gossip._suspects) <= silent for n in nodes)  # nobody honest was blamed
