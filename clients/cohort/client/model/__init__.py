@@ -1,8 +1,10 @@
-"""Models: Llama-style causal LMs from `transformers` configs, and their loss."""
+"""Models: causal LMs (Llama, DeepSeek-V3 with MLA, any `transformers` causal LM) from configs,
+their loss, held-out evaluation and weight digests."""
 
 from .architectures import ARCHITECTURES, config_for
+from .build import build_model
 from .digest import parameter_digest
-from .llama import PRESETS, build_model, llama_config
+from .llama import PRESETS, llama_config
 from .loss import evaluate, lm_loss
 
 __all__ = ["ARCHITECTURES", "PRESETS", "build_model", "config_for", "evaluate", "llama_config", "lm_loss", "parameter_digest"]

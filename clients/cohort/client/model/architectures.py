@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from transformers import LlamaConfig, PretrainedConfig
+from transformers import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    AutoConfig,
+    DeepseekV3Config,
+    LlamaConfig,
+    PretrainedConfig,
+)
 
 
 def _llama(kwargs: Mapping[str, Any], vocab_size: int, max_seq_len: int) -> PretrainedConfig:
@@ -21,8 +27,38 @@ def _llama(kwargs: Mapping[str, Any], vocab_size: int, max_seq_len: int) -> Pret
     )
 
 
+def _deepseek(kwargs: Mapping[str, Any], vocab_size: int, max_seq_len: int) -> PretrainedConfig:
+    """DeepSeek-V3: multi-head latent attention (MLA), optionally mixture-of-experts layers."""
+    return DeepseekV3Config(
+        **kwargs,
+        vocab_size=vocab_size,
+        max_position_embeddings=max_seq_len,
+        attn_implementation="sdpa",
+    )
+
+
+def _auto(kwargs: Mapping[str, Any], vocab_size: int, max_seq_len: int) -> PretrainedConfig:
+    """Any `transformers` causal LM: `model_type` picks the config class, the rest are its kwargs
+    (`max_position_embeddings` reaches the class's own name for it through its attribute map)."""
+    kwargs = dict(kwargs)
+    model_type = kwargs.pop("model_type", None)
+    if not isinstance(model_type, str):
+        raise ValueError("an HfAuto preset names its transformers model_type")
+    try:
+        config = AutoConfig.for_model(
+            model_type, **kwargs, vocab_size=vocab_size, max_position_embeddings=max_seq_len
+        )
+    except ValueError as e:
+        raise ValueError(f"HfAuto: {e}") from None
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ValueError(f"HfAuto: model_type {model_type!r} has no causal language model")
+    return config
+
+
 ARCHITECTURES: dict[str, Callable[[Mapping[str, Any], int, int], PretrainedConfig]] = {
     "HfLlama": _llama,
+    "HfDeepseek": _deepseek,
+    "HfAuto": _auto,
 }
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig
 
 # name -> (hidden, layers, heads, intermediate, default vocab, tied embeddings)
 PRESETS: dict[str, tuple[int, int, int, int, int, bool]] = {
@@ -36,17 +35,3 @@ def llama_config(
         rms_norm_eps=1e-5,
         attn_implementation="sdpa",
     )
-
-
-def build_model(
-    config: LlamaConfig, seed: int = 0, device: str | torch.device = "cpu"
-) -> LlamaForCausalLM:
-    """A freshly initialised model, built on `device`; the same seed and device give
-    bit-identical weights."""
-    device = torch.device(device)
-    rng_devices = []  # fork_rng wants CUDA device indices
-    if device.type == "cuda":
-        rng_devices = [torch.cuda.current_device() if device.index is None else device.index]
-    with torch.random.fork_rng(devices=rng_devices), device:
-        torch.manual_seed(seed)
-        return LlamaForCausalLM(config)

@@ -1,0 +1,240 @@
+"""Saving a checkpoint: snapshot the weights (fast, on the caller's thread), write them atomically.
+
+The write goes to a hidden temp directory next to the final one and is renamed into place only
+when every file is complete and fsync'd, so a crash mid-save leaves the previous checkpoints as they
+were (and a stray `.tmp-*` directory that the next save removes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from safetensors.torch import save_file
+from transformers import PretrainedConfig
+
+from ..model.digest import tensors_digest
+from .layout import (
+    COHORT_FILE,
+    SHARD_INDEX,
+    SINGLE_SHARD,
+    CheckpointError,
+    CheckpointInfo,
+    CheckpointMeta,
+    manifest_hash,
+)
+
+TEMP_PREFIX = ".tmp-"
+DEFAULT_MAX_SHARD_BYTES = 2 << 30
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+Progress = Callable[[int, int], None]
+"""Called with (bytes written, total bytes) while a checkpoint is written."""
+
+
+class SavesFiles(Protocol):
+    """A tokenizer that can write its files (tokenizer.json, ...) into a checkpoint directory."""
+
+    def save(self, directory: Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a checkpoint needs, copied off the live model: training may go on meanwhile."""
+
+    config: PretrainedConfig
+    tensors: dict[str, torch.Tensor]  # CPU copies, shared (tied) tensors once
+    parameter_names: tuple[str, ...]  # the model's parameters, in module order, for the digest
+    run_id: str
+    step: int
+    epoch: int
+    tokenizer: SavesFiles | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+
+def snapshot(
+    model: torch.nn.Module,
+    *,
+    run_id: str,
+    step: int,
+    epoch: int,
+    tokenizer: SavesFiles | None = None,
+) -> Snapshot:
+    """Copy the model's weights to CPU memory (the only part that must pause training)."""
+    if step < 0 or epoch < 0:
+        raise ValueError(f"step and epoch must be >= 0, got {step}, {epoch}")
+    tensors: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, int]] = set()
+    with torch.no_grad():
+        for name, t in model.state_dict(keep_vars=False).items():
+            key = (t.untyped_storage().data_ptr(), t.storage_offset())
+            if key in seen:  # tied weights (embeddings = lm head) are stored once, like HF does
+                continue
+            seen.add(key)
+            tensors[name] = t.detach().to("cpu", copy=True).contiguous()
+    names = tuple(name for name, _ in model.named_parameters())
+    missing = [n for n in names if n not in tensors]
+    if missing:
+        raise CheckpointError(f"parameters not in the state dict: {missing[:3]}")
+    config = model.config.__class__.from_dict(model.config.to_dict())
+    return Snapshot(config, tensors, names, run_id, step, epoch, tokenizer)
+
+
+def checkpoint_name(run_id: str, step: int) -> str:
+    """`<run id>-step<step>`, the run id reduced to safe characters (it comes from the chain)."""
+    safe = _UNSAFE.sub("_", run_id)[:64].lstrip(".") or "run"
+    return f"{safe}-step{step}"
+
+
+def write_checkpoint(
+    snap: Snapshot,
+    root: str | Path,
+    *,
+    keep_last: int = 3,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    progress: Progress | None = None,
+) -> CheckpointInfo:
+    """Write `snap` as `root/<run>-step<step>` atomically; keep the newest `keep_last`."""
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1, got {keep_last}")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(snap.run_id, snap.step)
+    temp = root / f"{TEMP_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
+    temp.mkdir()
+    try:
+        _write_files(snap, temp, max_shard_bytes, progress)
+        digest = tensors_digest((n, snap.tensors[n]) for n in snap.parameter_names)
+        meta = CheckpointMeta(snap.run_id, snap.step, snap.epoch, digest)
+        _write_bytes(temp / COHORT_FILE, meta.encode())
+        _fsync(temp)
+        identity = manifest_hash(temp)
+        _replace_dir(temp, final)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    prune(root, keep_last, keep=final)
+    return CheckpointInfo(final, identity, snap.step)
+
+
+def save_checkpoint(
+    model: torch.nn.Module,
+    root: str | Path,
+    *,
+    run_id: str,
+    step: int,
+    epoch: int,
+    tokenizer: SavesFiles | None = None,
+    keep_last: int = 3,
+    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
+    progress: Progress | None = None,
+) -> CheckpointInfo:
+    """Snapshot and write in one call (blocks; see CheckpointWriter for the background one)."""
+    snap = snapshot(model, run_id=run_id, step=step, epoch=epoch, tokenizer=tokenizer)
+    return write_checkpoint(
+        snap, root, keep_last=keep_last, max_shard_bytes=max_shard_bytes, progress=progress
+    )
+
+
+def list_checkpoints(root: str | Path) -> list[tuple[CheckpointMeta, Path]]:
+    """Complete checkpoints under `root`, oldest step first (temp dirs and strangers skipped)."""
+    found = []
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    for child in root.iterdir():
+        if child.name.startswith(".") or not child.is_dir() or child.is_symlink():
+            continue
+        try:
+            found.append((CheckpointMeta.read(child), child))
+        except CheckpointError:
+            continue
+    return sorted(found, key=lambda item: (item[0].step, item[1].name))
+
+
+def prune(root: Path, keep_last: int, keep: Path | None = None) -> list[Path]:
+    """Delete all but the newest `keep_last` checkpoints and any leftover temp dirs."""
+    removed = []
+    for child in root.iterdir():
+        if child.name.startswith(TEMP_PREFIX) and child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+            removed.append(child)
+    checkpoints = [path for _, path in list_checkpoints(root)]
+    for path in checkpoints[: max(0, len(checkpoints) - keep_last)]:
+        if path != keep:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _write_files(
+    snap: Snapshot, directory: Path, max_shard_bytes: int, progress: Progress | None
+) -> None:
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, t in snap.tensors.items():
+        n = t.numel() * t.element_size()
+        if shards[-1] and size + n > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = t
+        size += n
+    total, done = snap.total_bytes, 0
+    if len(shards) == 1:
+        names = [SINGLE_SHARD]
+    else:
+        names = [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
+    for name, shard in zip(names, shards, strict=True):
+        save_file(shard, directory / name, metadata={"format": "pt"})
+        _fsync(directory / name)
+        done += sum(t.numel() * t.element_size() for t in shard.values())
+        if progress is not None:
+            progress(done, total)
+    if len(shards) > 1:
+        weight_map = {t: name for name, shard in zip(names, shards, strict=True) for t in shard}
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        _write_bytes(directory / SHARD_INDEX, json.dumps(index, indent=2, sort_keys=True).encode())
+    snap.config.save_pretrained(directory)  # config.json
+    if snap.tokenizer is not None:
+        snap.tokenizer.save(directory)
+    for written in directory.iterdir():
+        _fsync(written)
+
+
+def _replace_dir(temp: Path, final: Path) -> None:
+    """Rename `temp` to `final`; an existing `final` (same step saved again) is swapped out."""
+    old = None
+    if final.exists():
+        old = final.with_name(f"{TEMP_PREFIX}old-{final.name}-{uuid.uuid4().hex[:8]}")
+        os.rename(final, old)
+    os.rename(temp, final)
+    _fsync(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file or a directory (a rename is durable once its directory is)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,113 @@
+"""Where a joiner gets the run's weights, always checked against the manifest hash on chain.
+
+- FromSeed: the first epoch (or a `Dummy` checkpoint): nothing to fetch, the weights derive
+  from the run seed.
+- FromPeers: the manifest and its chunks from the clients that hold the checkpoint, in parallel;
+  each chunk is verified on arrival, a peer serving other bytes is skipped for the next one.
+- FromHub: a Hugging Face repo + revision, or a local directory path.
+- FromPeersThenHub: peers first, the hub when no peer delivers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..p2p import BlobFetchError, P2PNode, PeerAddress
+from .hub import fetch_from_hub
+from .layout import CheckpointError, verify
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FromSeed:
+    pass
+
+
+@dataclass(frozen=True)
+class FromPeers:
+    node: P2PNode
+    providers: tuple[PeerAddress, ...]
+
+
+@dataclass(frozen=True)
+class FromHub:
+    repo: str  # "owner/name", or a local directory
+    revision: str | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True)
+class FromPeersThenHub:
+    peers: FromPeers
+    hub: FromHub
+
+
+CheckpointSource = FromSeed | FromPeers | FromHub | FromPeersThenHub
+
+
+class CheckpointUnavailable(CheckpointError):
+    """No source delivered the checkpoint with the expected hash; nothing was kept."""
+
+
+async def fetch_checkpoint(
+    source: CheckpointSource, manifest_hash: bytes, dest: str | Path
+) -> Path | None:
+    """The directory of the verified checkpoint (`dest`, or the local directory a FromHub names),
+    or None for FromSeed. A `dest` left by an earlier run is reused if it verifies."""
+    if isinstance(source, FromSeed):
+        return None
+    if len(manifest_hash) != 32:
+        raise ValueError("manifest_hash is a 32-byte sha256")
+    dest = Path(dest)
+    if dest.is_dir():
+        try:
+            await asyncio.to_thread(verify, dest, manifest_hash)
+            return dest
+        except CheckpointError:
+            shutil.rmtree(dest)
+    if isinstance(source, FromPeers):
+        return await _from_peers(source, manifest_hash, dest)
+    if isinstance(source, FromHub):
+        return await _from_hub(source, manifest_hash, dest)
+    try:
+        return await _from_peers(source.peers, manifest_hash, dest)
+    except CheckpointUnavailable as e:
+        log.warning("%s; trying the hub", e)
+        return await _from_hub(source.hub, manifest_hash, dest)
+
+
+async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> Path:
+    if not source.providers:
+        raise CheckpointUnavailable("no peer holds the checkpoint")
+    temp = dest.with_name(f".tmp-{dest.name}")
+    shutil.rmtree(temp, ignore_errors=True)
+    try:
+        manifest = await source.node.download_directory(
+            manifest_hash, list(source.providers), temp, share=False
+        )
+        await asyncio.to_thread(verify, temp, manifest_hash)
+        temp.rename(dest)
+    except (BlobFetchError, CheckpointError, ValueError) as e:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise CheckpointUnavailable(
+            f"checkpoint {manifest_hash.hex()[:16]} from {len(source.providers)} peers: {e}"
+        ) from None
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    await source.node.share_directory(dest, manifest)  # now we serve it to later joiners too
+    return dest
+
+
+async def _from_hub(source: FromHub, manifest_hash: bytes, dest: Path) -> Path:
+    try:
+        return await asyncio.to_thread(
+            fetch_from_hub, source.repo, source.revision, manifest_hash, dest, token=source.token
+        )
+    except CheckpointError as e:
+        raise CheckpointUnavailable(str(e)) from None
