@@ -4,13 +4,13 @@ phase without training clients."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from solders.keypair import Keypair
 
 from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore
-from cohort.sdk.models import RunState
+from cohort.sdk.models import Run, RunState
 from cohort.sdk.predict import elected_witnesses
 
 _BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results
@@ -21,11 +21,55 @@ async def warp(client: RunClient, seconds: int) -> None:
     await client.rpc.raw_request("localnet_warpTime", [seconds])
 
 
+Metadata = Callable[[int, int], dict]  # (step, epoch client index) -> a witness's WitnessMetadata
+
+
+def zero_metadata(step: int, index: int) -> dict:
+    return {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}
+
+
+async def start_epoch(
+    client: RunClient,
+    run_id: str,
+    members: list[Keypair],
+    state: Callable[[], Awaitable[Run]] | None = None,
+) -> Run:
+    """Join `members`, let WaitingForMembers end and the elected warmup witnesses report: the run is then
+    in the epoch's first RoundTrain."""
+    state = state or (lambda: client.fetch_run(run_id))
+    run = await state()
+    config = run.config
+    for wallet in members:
+        await client.join_run(wallet, run_id, Keypair())
+    await warp(client, config.waiting_for_members_extra_time)
+    await client.tick(members[0], run_id)
+    run = await state()
+    by_signer = {bytes(m.pubkey()): m for m in members}
+    for c in run.clients[: config.witness_nodes]:
+        await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
+    return await state()
+
+
+async def submit_witnesses(
+    client: RunClient, run: Run, members: list[Keypair], metadata: Metadata = zero_metadata
+) -> None:
+    """Every elected witness of the run's current round reports, with `metadata(step, index)`."""
+    core = CoordinatorCore(idl=client.idl)
+    by_signer = {bytes(m.pubkey()): m for m in members}
+    for index, position in elected_witnesses(core, run).items():
+        signer = by_signer[bytes(run.clients[index].signer)]
+        args = {"step": run.progress.step, "index": index, "position": position,
+                "participants": run.current_round.active_mask, "bloom_salt": 1,
+                "broadcast_bloom": _BLOOM, "metadata": metadata(run.progress.step, index)}  # fmt: skip
+        await client.witness(signer, run.address, args)
+
+
 async def play_epoch(
     client: RunClient,
     run_id: str,
     members: list[Keypair],
     log: Callable[[str], None] = lambda _: None,
+    metadata: Metadata = zero_metadata,
 ) -> list[RunState]:
     """Join `members` and play one epoch through to the next WaitingForMembers: the epoch is made to time
     out during its first round, so it ends after the two flush rounds. Returns the phases passed through."""
@@ -38,27 +82,11 @@ async def play_epoch(
             log(f"{s.state} (epoch {s.progress.epoch}, step {s.progress.step})")
         return s
 
-    run = await state()
+    run = await start_epoch(client, run_id, members, state)
     config = run.config
-    for wallet in members:
-        await client.join_run(wallet, run_id, Keypair())
-    await warp(client, config.waiting_for_members_extra_time)
-    await client.tick(members[0], run_id)
-    run = await state()
-    by_signer = {bytes(m.pubkey()): m for m in members}
-    for c in run.clients[: config.witness_nodes]:
-        await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
-    run = await state()
     await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
-    core = CoordinatorCore(idl=client.idl)
     while run.state == RunState.RoundTrain:
-        for index, position in elected_witnesses(core, run).items():
-            signer = by_signer[bytes(run.clients[index].signer)]
-            args = {"step": run.progress.step, "index": index, "position": position,
-                    "participants": run.current_round.active_mask, "bloom_salt": 1,
-                    "broadcast_bloom": _BLOOM,
-                    "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}}  # fmt: skip
-            await client.witness(signer, run_id, args)
+        await submit_witnesses(client, run, members, metadata)
         run = await state()  # all elected witnesses reported: RoundWitness at once
         await warp(client, config.round_witness_time)
         await client.tick(members[0], run_id)

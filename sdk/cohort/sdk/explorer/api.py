@@ -133,14 +133,14 @@ def metrics(store: Store, status: IndexerStatus, key: str, query: dict[str, str]
     first = _int(query, "from", None, 0, top)
     last = _int(query, "to", None, 0, top)
     points = _int(query, "points", DEFAULT_POINTS, 1, MAX_POINTS) or DEFAULT_POINTS
+    if first is not None and last is not None and first > last:
+        raise BadRequest(f"from ({first}) is after to ({last})")
     span = store.step_range(row["address"])
     out: list[dict[str, Any]] = []
     bucket = 1
     if span is not None:
         first = span[0] if first is None else first
         last = span[1] if last is None else last
-        if first > last:
-            raise BadRequest(f"from ({first}) is after to ({last})")
         bucket = max(1, math.ceil((last - first + 1) / points))
         out = [dataclasses.asdict(p) for p in store.metrics(row["address"], first, last, bucket)]
     return {"run_id": row["run_id"], "address": row["address"], "from": first, "to": last,

@@ -149,10 +149,12 @@ def make_app(
             feed.unsubscribe(q)
         return response
 
-    async def page(request: web.Request, name: str) -> web.Response:
-        return web.Response(
-            body=(STATIC / name).read_bytes(), content_type="text/html", charset="utf-8"
-        )
+    def page(name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def serve(request: web.Request) -> web.Response:
+            body = (STATIC / name).read_bytes()
+            return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+        return serve
 
     async def asset(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -173,7 +175,7 @@ def make_app(
     app.router.add_get("/api/runs/{run}/clients", clients)
     app.router.add_get("/api/runs/{run}/events", events)
     app.router.add_route("*", "/api/{tail:.*}", api_unknown)
-    app.router.add_get("/", lambda r: page(r, "index.html"))
-    app.router.add_get("/runs/{run}", lambda r: page(r, "run.html"))
+    app.router.add_get("/", page("index.html"))
+    app.router.add_get("/runs/{run}", page("run.html"))
     app.router.add_get("/static/{name}", asset)
     return app

@@ -1,0 +1,138 @@
+"""The JSON API over a run indexed from a real localnet: each endpoint's shape, 404/400 as JSON, security
+headers; and chart downsampling at 100k steps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from urllib.parse import quote
+
+import httpx
+from support.scripted_run import start_epoch
+
+from cohort.sdk.explorer import Explorer
+from cohort.sdk.explorer.api import metrics as metrics_answer
+from cohort.sdk.explorer.indexer import IndexerStatus
+from cohort.sdk.explorer.store import Store
+
+RUN_KEYS = {"address", "program", "run_id", "name", "phase", "halted", "closed", "pending_pause",
+            "epoch", "step", "total_steps", "clients", "pending_joins", "latest_loss", "last_activity"}  # fmt: skip
+INDEXER_KEYS = {"rpc_url", "rpc_ok", "error", "failing_since", "retry_in", "last_ok", "caught_up",
+                "live", "transactions_indexed", "warning"}  # fmt: skip
+
+
+async def caught_up(ex: Explorer, runs: int = 1) -> None:
+    deadline = time.monotonic() + 30
+    while not (ex.indexer.status.caught_up and len(ex.store.runs()) >= runs):
+        assert time.monotonic() < deadline, "the explorer did not catch up"
+        await asyncio.sleep(0.05)
+
+
+async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
+    await chain.create_run("shaped")
+    members = await chain.members()
+    await chain.play("shaped", members)
+    await start_epoch(chain.client, "shaped", members)  # the second epoch is in its first round
+    async with (
+        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
+                 port=0, core=chain.core) as ex,
+        httpx.AsyncClient(base_url=ex.url, timeout=10) as http,
+    ):  # fmt: skip
+        await caught_up(ex)
+        runs = (await http.get("/api/runs")).json()
+        assert set(runs) == {"runs", "indexer"} and set(runs["indexer"]) == INDEXER_KEYS
+        (run,) = runs["runs"]
+        assert set(run) == RUN_KEYS
+        assert run["run_id"] == "shaped" and run["phase"] == "RoundTrain" and run["clients"] == 3
+        assert run["epoch"] == 1 and run["latest_loss"] is not None
+
+        for key in ("shaped", run["address"]):
+            detail = (await http.get(f"/api/runs/{key}")).json()
+            assert detail["address"] == run["address"]
+        assert set(detail) == {"address", "program", "run_id", "closed", "state", "links", "timeline",
+                               "recent_rounds", "transactions", "indexer"}  # fmt: skip
+        state = detail["state"]
+        assert state["phase"] == "RoundTrain" and state["description"].startswith("A 20M-parameter")
+        assert set(state["checkpoint"]) >= {"kind", "repo", "revision", "sha256", "step"}
+        assert state["config"]["witness_nodes"] == 2 and state["model"]["preset"] == "llama-20m"
+        assert [e["epoch"] for e in detail["timeline"]] == [0, 1]
+        phases = [p["phase"] for p in detail["timeline"][0]["phases"]]
+        assert phases[:3] == ["WaitingForMembers", "Warmup", "RoundTrain"] and "Cooldown" in phases
+        assert [r["step"] for r in detail["recent_rounds"]] == [3, 2, 1]
+        assert all(len(r["witnesses"]) == 2 for r in detail["recent_rounds"])
+        custom = "?cluster=custom&customUrl=" + quote(chain.net.http_url, safe="")
+        tx = detail["transactions"][0]
+        assert tx["explorer_url"] == f"https://explorer.solana.com/tx/{tx['signature']}{custom}"
+        assert {"signature", "slot", "block_time", "err", "instructions"} <= set(tx)
+        assert any("witness" in t["instructions"] for t in detail["transactions"])
+        assert detail["links"]["checkpoint"] == "https://huggingface.co/cohort/llama-20m"
+        assert detail["links"]["data_location"] is None  # "kjv" is not a URL
+
+        m = (await http.get("/api/runs/shaped/metrics")).json()
+        assert (m["from"], m["to"], m["bucket"]) == (1, 3, 1)
+        assert [p["step"] for p in m["points"]] == [1, 2, 3]
+        assert set(m["points"][0]) == {"step", "loss", "loss_min", "loss_max", "tokens_per_sec",
+                                       "bytes_sent", "bytes_received", "witnesses"}  # fmt: skip
+        assert m["points"][0]["loss"] > m["points"][2]["loss"]  # the scripted loss falls
+        window = (await http.get("/api/runs/shaped/metrics?from=2&to=3")).json()
+        assert [p["step"] for p in window["points"]] == [2, 3]
+        one = (await http.get("/api/runs/shaped/metrics?points=1")).json()
+        assert one["bucket"] == 3 and len(one["points"]) == 1 and one["points"][0]["witnesses"] == 6
+
+        clients = (await http.get("/api/runs/shaped/clients")).json()
+        assert clients["phase"] == "RoundTrain" and len(clients["clients"]) == 3
+        assert {c["role"] for c in clients["clients"]} <= {"witness", "trainer", "-"}
+        assert sum(c["role"] == "witness" for c in clients["clients"]) == 2
+        assert all(c["points"] == 3 and c["health"] == "Healthy" for c in clients["clients"])
+
+        page = (await http.get("/api/runs/shaped/events?limit=5")).json()
+        assert len(page["events"]) == 5 and page["next_before"] == page["events"][-1]["id"]
+        older = (await http.get(f"/api/runs/shaped/events?limit=5&before={page['next_before']}")).json()
+        assert older["events"][0]["id"] < page["events"][-1]["id"]
+        joined = (await http.get("/api/runs/shaped/events?name=ClientJoined&limit=100")).json()
+        assert len(joined["events"]) == 6 and all(e["data"]["run"] == run["address"] for e in joined["events"])
+
+
+async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
+    async with (
+        Explorer(chain.net.http_url, None, chain.program_id, tmp_path / "x.sqlite", port=0,
+                 core=chain.core) as ex,
+        httpx.AsyncClient(base_url=ex.url, timeout=10) as http,
+    ):  # fmt: skip
+        for path in ("/api/runs/no-such-run", "/api/runs/no-such-run/metrics",
+                     "/api/runs/no-such-run/clients", "/api/runs/no-such-run/events"):  # fmt: skip
+            r = await http.get(path)
+            assert r.status_code == 404 and r.json() == {"error": "no run 'no-such-run' is indexed"}
+        r = await http.get("/api/nothing/here")
+        assert r.status_code == 404 and "error" in r.json()
+        r = await http.post("/api/runs")
+        assert r.status_code in (404, 405) and "error" in r.json()
+        await chain.create_run("queried")
+        await caught_up(ex)
+        for query in ("from=x", "points=0", "points=99999", "from=3&to=1"):
+            r = await http.get(f"/api/runs/queried/metrics?{query}")
+            assert r.status_code == 400 and r.json()["error"], query
+        r = await http.get("/api/runs/queried/events?limit=-1")
+        assert r.status_code == 400
+        page = await http.get("/runs/queried")
+        csp = page.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        assert page.headers["X-Content-Type-Options"] == "nosniff"
+        assert (await http.get("/static/..%2Fstore.py")).status_code == 404
+        assert (await http.get("/static/nope.js")).status_code == 404
+
+
+def test_a_chart_of_100k_steps_is_served_as_a_readable_1000_points(tmp_path):
+    store = Store(tmp_path / "big.sqlite")
+    rows = [(i, "run", i + 1, "w", 0, 10.0 - i * 1e-4, 1000.0, 5, 6, None) for i in range(100_000)]
+    store.db.executemany("INSERT INTO witnesses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    store.db.execute("INSERT INTO runs VALUES ('run', 'p', 'big', '{}', 0, 0)")
+    answer = metrics_answer(store, IndexerStatus("x"), "big", {})
+    points = answer["points"]
+    assert answer["bucket"] == 100 and len(points) == 1000
+    assert [p["step"] for p in points] == list(range(1, 100_001, 100))
+    assert all(p["witnesses"] == 100 for p in points)
+    assert points[0]["loss_max"] == 10.0 and points[0]["loss"] < points[0]["loss_max"]
+    zoom = metrics_answer(store, IndexerStatus("x"), "big", {"from": "500", "to": "700"})
+    assert zoom["bucket"] == 1 and len(zoom["points"]) == 201
+    store.close()
