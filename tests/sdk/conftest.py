@@ -35,7 +35,7 @@ class LocalnetThread:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.net = Localnet(LocalnetConfig(port=0))
+        self.net = Localnet(LocalnetConfig(port=0, cheats=True))  # tests warp time
 
     def __enter__(self) -> LocalnetThread:
         self.thread.start()

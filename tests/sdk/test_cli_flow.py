@@ -23,7 +23,11 @@ def status(ws, run: str) -> dict:
 
 
 def test_deploy_records_the_program_id_and_deploying_again_upgrades(workspace):
-    assert f'coordinator = "{workspace.program_id}"' in workspace.anchorfile.read_text()
+    # the id goes to the untracked local file, not into the (usually tracked) Anchorfile
+    assert str(workspace.program_id) not in workspace.anchorfile.read_text()
+    local = workspace.root / ".cohort" / "programs.toml"
+    assert f'coordinator = "{workspace.program_id}"' in local.read_text()
+    assert (workspace.root / ".cohort" / ".gitignore").read_text().splitlines()[-1] == "*"
     program = workspace.localnet.rpc(
         "getAccountInfo", str(workspace.program_id), {"encoding": "jsonParsed"}
     )

@@ -4,6 +4,10 @@ Precedence, highest first: command-line flags, environment variables (`COHORT_CL
 `COHORT_PROGRAM_ID`, `COHORT_ANCHORFILE`, `COHORT_WS_URL`), the Anchorfile, built-in defaults.
 A cluster is a name from `[clusters]` (or a well-known one: localnet, devnet, testnet, mainnet-beta) or an
 RPC URL; several URLs separated by commas (or a TOML list) are tried in order, the later ones as fallbacks.
+
+`cohort deploy` never rewrites the Anchorfile (it is usually tracked in git): the ids it deploys go to an
+untracked local file, `.cohort/programs.toml` beside the Anchorfile (or `~/.config/cohort/programs.toml`
+when there is no Anchorfile), which every command reads before the Anchorfile's own [programs.<cluster>].
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from .wallet import DEFAULT_WALLET
 
 ANCHORFILE = "Anchorfile.toml"
 PROGRAM_NAME = "coordinator"
+LOCAL_DIR = ".cohort"  # untracked state beside the Anchorfile: deployed program ids
+DEPLOYMENTS_FILE = "programs.toml"
 WELL_KNOWN_CLUSTERS = {
     "localnet": "http://127.0.0.1:8899",
     "devnet": "https://api.devnet.solana.com",
@@ -52,10 +58,26 @@ class Workspace:
     wallet: Path = DEFAULT_WALLET
     clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)
     programs: dict[str, dict[str, str]] = field(default_factory=dict)
+    deployed: dict[str, dict[str, str]] = field(default_factory=dict)  # from the deployments file
 
     @property
     def root(self) -> Path:
         return self.path.parent if self.path else Path.cwd()
+
+    @property
+    def state_dir(self) -> Path:
+        """Where this workspace keeps untracked state (deployed ids; outside a checkout, program keys)."""
+        return self.path.parent / LOCAL_DIR if self.path else user_config_dir()
+
+    @property
+    def deployments(self) -> Path:
+        return self.state_dir / DEPLOYMENTS_FILE
+
+
+def user_config_dir() -> Path:
+    """cohort's folder in the user's config dir ($XDG_CONFIG_HOME/cohort, default ~/.config/cohort)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
+    return Path(base).expanduser() / "cohort"
 
 
 def find_anchorfile(start: Path | None = None) -> Path | None:
@@ -90,34 +112,45 @@ def check_url(url: str, where: str = "cluster") -> None:
         raise ConfigError(f"{where}: {url!r} has a bad port ({e})") from None
 
 
-def load_workspace(path: str | Path | None = None) -> Workspace:
-    """Read an Anchorfile; `path=None` searches for one and falls back to the defaults."""
-    found = Path(path).expanduser() if path else find_anchorfile()
-    if found is None:
-        return Workspace()
-    if not found.is_file():
-        raise ConfigError(f"no Anchorfile at {found}")
+def _read_toml(path: Path) -> dict:
     try:
-        raw = tomllib.loads(found.read_text())
+        return tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{found}: not valid TOML ({e})") from None
-    provider = raw.get("provider", {})
-    clusters = {
-        name: _urls(value, f"{found} [clusters].{name}")
-        for name, value in raw.get("clusters", {}).items()
-    }
-    programs = {
+        raise ConfigError(f"{path}: not valid TOML ({e})") from None
+
+
+def _programs(raw: dict) -> dict[str, dict[str, str]]:
+    return {
         cluster: {name: str(pid) for name, pid in entries.items()}
         for cluster, entries in raw.get("programs", {}).items()
         if isinstance(entries, dict)
     }
-    return Workspace(
-        path=found,
-        cluster=str(provider.get("cluster", "localnet")),
-        wallet=Path(str(provider.get("wallet", DEFAULT_WALLET))),
-        clusters=clusters,
-        programs=programs,
-    )
+
+
+def load_workspace(path: str | Path | None = None) -> Workspace:
+    """Read an Anchorfile; `path=None` searches for one and falls back to the defaults."""
+    found = Path(path).expanduser() if path else find_anchorfile()
+    if found is None:
+        workspace = Workspace()
+    elif not found.is_file():
+        raise ConfigError(f"no Anchorfile at {found}")
+    else:
+        raw = _read_toml(found)
+        provider = raw.get("provider", {})
+        clusters = {
+            name: _urls(value, f"{found} [clusters].{name}")
+            for name, value in raw.get("clusters", {}).items()
+        }
+        workspace = Workspace(
+            path=found,
+            cluster=str(provider.get("cluster", "localnet")),
+            wallet=Path(str(provider.get("wallet", DEFAULT_WALLET))),
+            clusters=clusters,
+            programs=_programs(raw),
+        )
+    if workspace.deployments.is_file():
+        workspace.deployed = _programs(_read_toml(workspace.deployments))
+    return workspace
 
 
 def ws_url_for(http_url: str) -> str:
@@ -165,10 +198,11 @@ def resolve_wallet(workspace: Workspace, wallet: str | Path | None = None) -> Pa
 def resolve_program_id(
     workspace: Workspace, cluster: Cluster, program_id: str | None = None
 ) -> Pubkey:
-    """The coordinator's address on this cluster: flag, `COHORT_PROGRAM_ID`, or [programs.<cluster>]."""
+    """The coordinator's address on this cluster: flag, `COHORT_PROGRAM_ID`, the id `cohort deploy` recorded
+    in the deployments file, or the Anchorfile's [programs.<cluster>]."""
     value = program_id or os.environ.get("COHORT_PROGRAM_ID")
-    if not value:
-        value = workspace.programs.get(cluster.name, {}).get(PROGRAM_NAME)
+    for table in (workspace.deployed, workspace.programs):
+        value = value or table.get(cluster.name, {}).get(PROGRAM_NAME)
     if not value:
         where = workspace.path or ANCHORFILE
         raise ConfigError(
@@ -189,7 +223,7 @@ def write_program_id(
     path: Path, cluster: str, program_id: Pubkey, program: str = PROGRAM_NAME
 ) -> None:
     """Record a deployed program id under [programs.<cluster>], keeping the file's comments and layout."""
-    text = path.read_text() if path.exists() else ""
+    text = path.read_text() if path.exists() else _DEPLOYMENTS_HEADER
     header = f"[programs.{_toml_key(cluster)}]"
     line = f'{program} = "{program_id}"'
     lines = text.splitlines()
@@ -207,4 +241,19 @@ def write_program_id(
             lines[existing] = line
         else:
             lines.insert(start + 1, line)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
+
+
+def record_deployment(workspace: Workspace, cluster: str, program_id: Pubkey) -> Path:
+    """Remember a deployed program id in the workspace's untracked deployments file; returns its path."""
+    folder = workspace.state_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    if workspace.path is not None and not (folder / ".gitignore").exists():
+        (folder / ".gitignore").write_text("# local state of cohort, never committed\n*\n")
+    write_program_id(workspace.deployments, cluster, program_id)
+    workspace.deployed.setdefault(cluster, {})[PROGRAM_NAME] = str(program_id)
+    return workspace.deployments
+
+
+_DEPLOYMENTS_HEADER = "# Program ids `cohort deploy` deployed from this machine (not for version control).\n"

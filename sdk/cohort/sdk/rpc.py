@@ -194,6 +194,7 @@ class Rpc:
             for url in self.urls
         ]
         self._current = 0  # the URL that answered last: start there next time
+        self._quiet_until = [0.0] * len(self.urls)  # monotonic time each URL's Retry-After ends
 
     async def close(self) -> None:
         for client in self._clients:
@@ -220,6 +221,9 @@ class Rpc:
             client = self._clients[index]
             attempt, waited = 0, 0.0
             while attempt < self.retries:
+                quiet = self._quiet_until[index] - time.monotonic()
+                if quiet > 0:  # the URL asked every request of ours to wait (Retry-After)
+                    await asyncio.sleep(quiet)
                 try:
                     result = await request(client)
                 except CohortError:
@@ -228,10 +232,12 @@ class Rpc:
                     if http_status(exc) == 429:
                         wait = self._throttle_wait(exc, attempt + len(errors))
                         if waited + wait <= self.throttle_budget:
+                            self._quiet_until[index] = max(
+                                self._quiet_until[index], time.monotonic() + wait
+                            )
                             self._note_throttle(what, self.urls[index], wait)
                             waited += wait
-                            await asyncio.sleep(wait)
-                            continue
+                            continue  # after the quiet time
                         errors.append(f"{self.urls[index]}: rate-limited (HTTP 429) for over "
                                       f"{self.throttle_budget:.0f} s")  # fmt: skip
                         break
