@@ -16,6 +16,7 @@ class _LazyGroup(click.Group):
         "deploy": ("cohort.sdk.cli_deploy", "deploy"),
         "explorer": ("cohort.sdk.explorer.cli", "explorer"),
         "run": ("cohort.sdk.cli_run", "run_group"),
+        "train": ("cohort.client.runtime.cli", "train"),
         "wallet": ("cohort.sdk.cli_wallet", "wallet"),
     }
 
@@ -58,3 +59,7 @@ def demo() -> None:
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""A whole run on one machine, from real parts: a localnet process, the coordinator deployed over RPC,
+a run created from a config file, and N `cohort train` processes with their own wallets and P2P nodes.
+
+Used by `cohort demo`, the client tests and the client benchmark. Every process gets its own process
+group and is stopped (SIGTERM, then SIGKILL) when the context exits; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+
+from cohort.sdk.client import RunClient
+from cohort.sdk.coordinator_core import CoordinatorCore
+from cohort.sdk.deploy import deploy_program
+from cohort.sdk.models import Run
+from cohort.sdk.rpc import Rpc
+from cohort.sdk.run_config import RunFile, load_run_file
+from cohort.sdk.wallet import save_keypair
+
+CONFIGS = Path(__file__).resolve().parents[4] / "configs"
+DEMO_CONFIG = CONFIGS / "demo-run.toml"
+
+
+def free_port_pair() -> int:
+    """A port p with p and p + 1 free on 127.0.0.1 (JSON-RPC and websocket)."""
+    for _ in range(200):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free pair of adjacent ports on 127.0.0.1")
+
+
+def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL it after `grace` seconds."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(line))
+    return out
+
+
+@dataclass
+class TrainerProcess:
+    """One `cohort train` process, its wallet and its files."""
+
+    name: str
+    wallet: Keypair
+    wallet_path: Path
+    events_path: Path
+    log_path: Path
+    process: subprocess.Popen | None = None
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in read_events(self.events_path) if kind is None or e["event"] == kind]
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class LocalRun:
+    """Localnet + deployed coordinator + one run; `start_trainer` adds clients."""
+
+    config: Path = DEMO_CONFIG
+    root: Path | None = None
+    checkpointers: int = 0  # the first N trainers' wallets become the run's checkpointers
+    trainer_args: tuple[str, ...] = ()
+    log: Callable[[str], None] = lambda _: None
+    trainers: list[TrainerProcess] = field(default_factory=list)
+
+    async def __aenter__(self) -> LocalRun:
+        self._tmp = None
+        if self.root is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="cohort-run-")
+            self.root = Path(self._tmp.name)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port_pair()
+        self.ledger = self.root / "ledger"
+        self.start_localnet()
+        self.core = CoordinatorCore()
+        self.rpc = Rpc(self.http_url, idl=self.core.idl)
+        await self._wait_for_rpc()
+        self.authority = Keypair()
+        await self.rpc.airdrop(self.authority.pubkey(), 100 * 10**9)
+        from cohort.sbf import build
+
+        (program,) = build.build_all(["coordinator"], log=lambda _: None)
+        result = await deploy_program(self.rpc, self.authority, program.so_path.read_bytes(),
+                                      self.root / "coordinator-keypair.json")  # fmt: skip
+        self.program_id: Pubkey = result.program_id
+        self.log(f"coordinator {self.program_id} deployed over RPC ({result.elf_size:,} bytes, "
+                 f"{result.seconds:.1f} s)")  # fmt: skip
+        self.client = RunClient(self.rpc, self.program_id, ws_url=self.ws_url, idl=self.core.idl)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for trainer in self.trainers:
+            if trainer.process is not None:
+                await asyncio.to_thread(stop_process, trainer.process)
+        await self.rpc.close()
+        self.stop_localnet()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    # -- the localnet process -------------------------------------------------------------------------
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port + 1}"
+
+    def start_localnet(self) -> None:
+        assert self.root is not None
+        log = open(self.root / "localnet.log", "ab")
+        self.localnet = subprocess.Popen(
+            [sys.executable, "-m", "cohort.sdk.cli", "localnet", "start", "--port", str(self.port),
+             "--ledger", str(self.ledger)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+
+    def stop_localnet(self) -> None:
+        stop_process(self.localnet)
+
+    async def _wait_for_rpc(self, timeout: float = 60.0) -> None:
+        until = time.monotonic() + timeout
+        while True:
+            try:
+                await self.rpc.raw_request("getHealth", [])
+                return
+            except Exception:
+                if self.localnet.poll() is not None or time.monotonic() > until:
+                    raise RuntimeError(f"the localnet did not start (see {self.root}/localnet.log)") from None
+                await asyncio.sleep(0.2)
+
+    async def restart_localnet(self, down_for: float = 0.0) -> None:
+        """Stop the localnet and start it again on the same ledger (websockets drop, state survives)."""
+        self.stop_localnet()
+        await asyncio.sleep(down_for)
+        self.start_localnet()
+        await self._wait_for_rpc()
+
+    # -- the run --------------------------------------------------------------------------------------
+    def new_wallet(self, name: str) -> tuple[Keypair, Path]:
+        assert self.root is not None
+        wallet = Keypair()
+        path = self.root / f"{name}.json"
+        save_keypair(wallet, path)
+        return wallet, path
+
+    async def create_run(self, wallets: list[Keypair] | None = None) -> RunFile:
+        """Create and open the run of `config` (checkpointers: the first `checkpointers` wallets)."""
+        import dataclasses
+
+        run_file = load_run_file(self.config, self.core)
+        chosen = tuple(w.pubkey() for w in (wallets or [])[: self.checkpointers])
+        run_file = dataclasses.replace(run_file, checkpointers=chosen)
+        await self.client.create_run(self.authority, run_file)
+        self.run_file = run_file
+        return run_file
+
+    async def fund(self, wallet: Keypair, sol: float = 5.0) -> None:
+        await self.rpc.airdrop(wallet.pubkey(), int(sol * 10**9))
+
+    def start_trainer(self, name: str, wallet: tuple[Keypair, Path] | None = None,
+                      extra: tuple[str, ...] = ()) -> TrainerProcess:  # fmt: skip
+        assert self.root is not None
+        keypair, path = wallet or self.new_wallet(name)
+        trainer = next((t for t in self.trainers if t.name == name), None)
+        if trainer is None:
+            trainer = TrainerProcess(name, keypair, path, self.root / f"{name}.events.jsonl", self.root / f"{name}.log")
+            self.trainers.append(trainer)
+        env = {**os.environ, "COHORT_CLUSTER": self.http_url, "COHORT_WS_URL": self.ws_url,
+               "COHORT_WALLET": str(path), "COHORT_PROGRAM_ID": str(self.program_id),
+               "COHORT_ANCHORFILE": str(self.root / "Anchorfile.toml"),
+               "COHORT_EVENTS": str(trainer.events_path), "COHORT_NAME": name,
+               "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        (self.root / "Anchorfile.toml").touch()
+        log = open(trainer.log_path, "ab")
+        trainer.process = subprocess.Popen(
+            [sys.executable, "-m", "cohort.sdk.cli", "train", "--run", self.run_file.run_id, "--logs", "none",
+             *self.trainer_args, *extra],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+        log.close()
+        return trainer
+
+    async def state(self) -> Run:
+        return await self.client.fetch_run(self.run_file.run_id)
+
+    async def wait_for(self, predicate: Callable[[Run], bool], timeout: float, what: str,
+                       every: float = 0.5) -> Run:  # fmt: skip
+        """Poll the run until `predicate` holds; fails after `timeout` seconds, or if a trainer died."""
+        until = time.monotonic() + timeout
+        while True:
+            run = await self.state()
+            if predicate(run):
+                return run
+            if time.monotonic() > until:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} "
+                                   f"(run is {run.state}, epoch {run.progress.epoch}, step {run.progress.step})")  # fmt: skip
+            await asyncio.sleep(every)
