@@ -1,9 +1,15 @@
 """Fetching blobs: the announced provider first, then other holders, until one gives verified bytes.
 
-Each attempt is bounded twice: `open_timeout` to connect and get an answer, and `progress_timeout`
-for every chunk of the body (a provider that sends nothing for that long is dropped, so a dead peer
-costs seconds, not QUIC's 30 s idle timeout). Bytes are checked against the hash before anyone sees
-them; a provider that sends the wrong bytes or more than `max_size` is skipped.
+Each attempt is bounded three times: `open_timeout` to connect and get an answer,
+`progress_timeout` for every chunk of the body (a provider that sends nothing for that long is
+dropped, so a dead peer costs seconds, not QUIC's 30 s idle timeout), and a deadline for the whole
+body scaled by its size, `deadline_slack + size / min_rate` (a provider that drips a byte now and
+then never stalls, but is dropped all the same). Bytes are checked against the hash before anyone
+sees them; a provider that sends the wrong bytes or more than `max_size` is skipped.
+
+Callers that want a blob already being fetched wait for that fetch, but keep their own terms: a
+result larger than their `max_size` is refused, and if the shared fetch fails they try their own
+providers.
 """
 
 from __future__ import annotations
@@ -33,14 +39,22 @@ class FetchPolicy:
     progress_timeout: float = 5.0
     max_size: int = DEFAULT_MAX_BLOB
     max_concurrent: int = 8
+    min_rate: float = 256 << 10  # bytes per second a provider must average over a whole blob
+    deadline_slack: float = 10.0
 
     def __post_init__(self) -> None:
         if self.open_timeout <= 0 or self.progress_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if self.min_rate <= 0 or self.deadline_slack <= 0:
+            raise ValueError("min_rate and deadline_slack must be positive")
         if self.max_size < 0:
             raise ValueError("max_size must be >= 0")
         if self.max_concurrent < 1:
             raise ValueError("max_concurrent must be >= 1")
+
+    def body_deadline(self, size: int) -> float:
+        """Seconds a provider gets to deliver a body of `size` bytes."""
+        return self.deadline_slack + size / self.min_rate
 
 
 @dataclass(frozen=True)
@@ -128,9 +142,31 @@ class BlobFetcher:
             task = asyncio.create_task(self._fetch_limited(blob, providers, limit, progress))
             self._inflight[blob] = task
             task.add_done_callback(lambda _: self._inflight.pop(blob, None))
-        result = await asyncio.shield(task)
+            result = await asyncio.shield(task)
+        else:
+            result = await self._join(task, blob, providers, limit, progress)
         if self.store is not None and round is not None:
             self.store.put_verified(blob, result.data, round)
+        return result
+
+    async def _join(
+        self,
+        task: asyncio.Task[Fetched],
+        blob: bytes,
+        providers: Sequence[PeerAddress],
+        limit: int,
+        progress: Progress | None,
+    ) -> Fetched:
+        """Wait for another caller's fetch of `blob`, on this caller's terms."""
+        try:
+            result = await asyncio.shield(task)
+        except BlobFetchError:  # its providers failed; ours may not
+            return await self._fetch_limited(blob, providers, limit, progress)
+        if len(result.data) > limit:
+            attempt = Attempt(
+                result.provider, f"{len(result.data)} bytes, more than the {limit} allowed"
+            )
+            raise BlobFetchError(blob, [attempt])
         return result
 
     async def close(self) -> None:
@@ -169,19 +205,23 @@ class BlobFetcher:
         self, peer: PeerAddress, blob: bytes, limit: int, progress: Progress | None
     ) -> bytes:
         policy = self.policy
+        loop = asyncio.get_running_loop()
         async with self.transport.request(
             peer, BLOB_PROTOCOL, blob, open_timeout=policy.open_timeout
         ) as reply:
+            deadline = loop.time() + policy.deadline_slack  # until the size is known
+            got = size = 0
             try:
-                header = await self._read_exactly(reply, LENGTH_PREFIX.size)
+                header = await self._read_exactly(reply, LENGTH_PREFIX.size, deadline)
                 (size,) = LENGTH_PREFIX.unpack(header)
                 if size > limit:
                     raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
+                started = loop.time()
+                deadline = started + policy.body_deadline(size)
                 hasher = hashlib.sha256()  # hashed as it arrives, while the next chunk is in flight
                 chunks: list[bytes] = []
-                got = 0
                 while got < size:
-                    chunk = await self._read_chunk(reply, min(READ_CHUNK, size - got))
+                    chunk = await self._read_chunk(reply, min(READ_CHUNK, size - got), deadline)
                     if not chunk:
                         raise _BadProvider(f"reply ended after {got} of {size} bytes")
                     hasher.update(chunk)
@@ -189,23 +229,34 @@ class BlobFetcher:
                     got += len(chunk)
                     if progress is not None:
                         progress(got, size)
-                if await self._read_chunk(reply, 1):
+                if await self._read_chunk(reply, 1, deadline):
                     raise _BadProvider("reply longer than its length prefix")
             except TimeoutError:
                 await self.transport.disconnect(peer.node_id)
-                raise _BadProvider(f"stalled: no bytes for {policy.progress_timeout:g} s") from None
+                if loop.time() < deadline:
+                    raise _BadProvider(
+                        f"stalled: no bytes for {policy.progress_timeout:g} s"
+                    ) from None
+                raise _BadProvider(
+                    f"too slow: {got} of {size} bytes by the deadline"
+                    f" ({policy.min_rate:g} B/s minimum)"
+                ) from None
         if hasher.digest() != blob:
             raise _BadProvider("bytes do not match the blob hash")
         return b"".join(chunks)
 
-    async def _read_chunk(self, reply: Reply, max_bytes: int) -> bytes:
-        async with asyncio.timeout(self.policy.progress_timeout):
+    async def _read_chunk(self, reply: Reply, max_bytes: int, deadline: float) -> bytes:
+        """One read, within the progress timeout and the attempt's deadline (TimeoutError)."""
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            raise TimeoutError
+        async with asyncio.timeout(min(self.policy.progress_timeout, left)):
             return await reply.read(max_bytes)
 
-    async def _read_exactly(self, reply: Reply, n: int) -> bytes:
+    async def _read_exactly(self, reply: Reply, n: int, deadline: float) -> bytes:
         out = b""
         while len(out) < n:
-            chunk = await self._read_chunk(reply, n - len(out))
+            chunk = await self._read_chunk(reply, n - len(out), deadline)
             if not chunk:
                 raise _BadProvider(f"reply ended inside its {n}-byte header")
             out += chunk

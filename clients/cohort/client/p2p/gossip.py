@@ -469,7 +469,10 @@ class Gossip:
                     async for data in repair_frames(reply):
                         frames += 1
                         received += len(data)
-                        if frames > config.max_repair_messages or received > config.max_repair_bytes:
+                        if (
+                            frames > config.max_repair_messages
+                            or received > config.max_repair_bytes
+                        ):
                             break  # more than any honest reply carries: leaving cuts the stream
                         try:
                             announcement = Announcement.decode(data)

@@ -33,9 +33,7 @@ def ring_seed(topic: bytes, overlay_key: bytes | None = None) -> bytes:
 
 
 def ring_order(members: Iterable[NodeId], seed: bytes, ring: int) -> list[NodeId]:
-    return sorted(
-        set(members), key=lambda n: hashlib.sha256(seed + bytes([ring]) + n.key).digest()
-    )
+    return sorted(set(members), key=lambda n: hashlib.sha256(seed + bytes([ring]) + n.key).digest())
 
 
 def neighbours(
