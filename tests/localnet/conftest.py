@@ -41,7 +41,7 @@ def sign(payer: Keypair, instructions: list[Instruction], blockhash: Hash, *sign
 
 @pytest.fixture
 async def localnet() -> AsyncIterator[Localnet]:
-    async with Localnet(LocalnetConfig(port=0)) as net:
+    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net:
         yield net
 
 

@@ -138,7 +138,7 @@ async def test_fake_gzip_header_and_cors(localnet) -> None:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         async with session.options(localnet.http_url, headers=headers) as r:
             assert r.status == 204
-            assert r.headers["Access-Control-Allow-Origin"] == "*"
+            assert r.headers["Access-Control-Allow-Origin"] == "https://explorer.solana.com"
             assert r.headers["Access-Control-Allow-Headers"] == "content-type,solana-client"
             assert r.headers["Access-Control-Allow-Private-Network"] == "true"
         async with session.post(
@@ -146,7 +146,7 @@ async def test_fake_gzip_header_and_cors(localnet) -> None:
             data=call("getGenesisHash"),
             headers={"Origin": "https://explorer.solana.com"},
         ) as r:
-            assert r.headers["Access-Control-Allow-Origin"] == "*"
+            assert r.headers["Access-Control-Allow-Origin"] == "https://explorer.solana.com"
 
 
 async def test_websocket_bad_messages_keep_the_connection(localnet) -> None:

@@ -16,7 +16,7 @@ from cohort.sdk import loader_v3
 async def test_deploy_invoke_and_upgrade_a_program(chain_type) -> None:
     # one-minute slots: the deploy and the first upgrade attempt share a slot until we warp
     async with (
-        Localnet(LocalnetConfig(port=0, slot_ms=60_000)) as net,
+        Localnet(LocalnetConfig(port=0, slot_ms=60_000, cheats=True)) as net,
         AsyncClient(net.http_url) as client,
     ):
         await deploy_invoke_upgrade(chain_type(net.http_url, client), client)

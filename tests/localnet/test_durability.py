@@ -31,7 +31,7 @@ class LocalnetProcess:
 
     async def start(self) -> None:
         command = [sys.executable, "-m", "cohort.localnet", "start", "--port", str(self.port)]
-        command += ["--ledger", str(self.ledger), "--slot-ms", "100"]
+        command += ["--ledger", str(self.ledger), "--slot-ms", "100", "--cheats"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:

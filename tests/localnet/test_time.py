@@ -29,7 +29,7 @@ def clock_of(data: bytes) -> tuple[int, int]:
 
 async def test_slots_follow_the_wall_clock_and_sysvars_follow_slots(chain_type) -> None:
     async with (
-        Localnet(LocalnetConfig(port=0, slot_ms=50)) as net,
+        Localnet(LocalnetConfig(port=0, slot_ms=50, cheats=True)) as net,
         AsyncClient(net.http_url) as client,
     ):
         started = time.monotonic()

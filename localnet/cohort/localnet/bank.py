@@ -33,6 +33,7 @@ from solders.transaction_metadata import FailedTransactionMetadata, TransactionM
 from .blocks import MAX_BLOCKHASH_AGE, Block, BlockStore, next_blockhash
 from .clock import SlotClock, epoch_of
 from .codec import b58encode, b64encode
+from .config import DEFAULT_MAX_HISTORY
 from .errors import (
     SEND_TRANSACTION_PREFLIGHT_FAILURE,
     TRANSACTION_SIGNATURE_VERIFICATION_FAILURE,
@@ -137,6 +138,7 @@ class Bank:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        max_history: int = DEFAULT_MAX_HISTORY,
     ) -> None:
         self.monotonic = monotonic
         self.wall = wall
@@ -147,7 +149,7 @@ class Bank:
         now = self.clock.unix_timestamp(wall())
         genesis = Block(0, 0, next_blockhash(self.genesis_hash, 0), self.genesis_hash, now)
         self.blocks = BlockStore(genesis)
-        self.history = TxHistory()
+        self.history = TxHistory(max_history)
         self.written: set[Pubkey] = (
             set()
         )  # every account whose state may differ from LiteSVM's genesis
@@ -185,6 +187,7 @@ class Bank:
             if block is not None:
                 block.signatures.append(record.signature)
         self.transaction_count = len(self.history)
+        self._trim_history()
         elapsed_slots = int(max(0.0, self.wall() - last_wall) * 1000 // self.clock.slot_ms)
         resume = max(last_slot, self.blocks.latest.slot) + max(1, elapsed_slots)
         self.clock = SlotClock.resume(
@@ -379,6 +382,12 @@ class Bank:
         self.history.add(record)
         self.blocks.add_signature(block.slot, record.signature)
         self.transaction_count += 1
+        self._trim_history()
+
+    def _trim_history(self) -> None:
+        """Keep the history bounded, but every transaction whose blockhash is still valid."""
+        for gone in self.history.trim(self.blocks.latest.slot - MAX_BLOCKHASH_AGE):
+            self.blocks.drop_signature(gone.slot, gone.signature)
 
     def simulate(self, tx: VersionedTransaction, *, check_blockhash: bool):
         """LiteSVM's simulation, or the TransactionError (RPC JSON) that stops it before execution."""

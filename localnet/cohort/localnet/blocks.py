@@ -70,9 +70,9 @@ class BlockStore:
         self._insert(block)
         self._empty.append(slot)
         while len(self._empty) > RECENT_EMPTY_BLOCKS:
-            old = self._empty.popleft()
-            if not self._blocks[old].signatures:
-                self._remove(old)
+            old = self._blocks.get(self._empty.popleft())
+            if old is not None and not old.signatures:
+                self._remove(old.slot)
         self._remember_blockhash(slot, blockhash)
         self.latest = block
         return block
@@ -87,6 +87,16 @@ class BlockStore:
 
     def add_signature(self, slot: int, signature: str) -> None:
         self._blocks[slot].signatures.append(signature)
+
+    def drop_signature(self, slot: int, signature: str) -> None:
+        """The history forgot a transaction: so does its block, which goes once it is empty and
+        older than the recent blocks kept anyway (it then reads as skipped)."""
+        block = self._blocks.get(slot)
+        if block is None or signature not in block.signatures:
+            return
+        block.signatures.remove(signature)
+        if not block.signatures and (not self._empty or slot < self._empty[0]):
+            self._remove(slot)
 
     def _insert(self, block: Block) -> None:
         self._blocks[block.slot] = block

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import click
 
-from .config import DEFAULT_PORT, DEFAULT_SLOT_MS, LocalnetConfig
+from .config import (
+    DEFAULT_MAX_HISTORY,
+    DEFAULT_PORT,
+    DEFAULT_SLOT_MS,
+    EXPLORER_ORIGIN,
+    LocalnetConfig,
+)
 
 
 @click.group(name="localnet")
@@ -19,7 +25,12 @@ def localnet() -> None:
 
 
 @localnet.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (::1 for IPv6); anything but loopback is warned about.",
+)
 @click.option(
     "--port",
     default=DEFAULT_PORT,
@@ -40,10 +51,47 @@ def localnet() -> None:
     type=click.IntRange(10, 60_000),
     help="Slot duration in milliseconds.",
 )
-def start(host: str, port: int, ledger: Path | None, reset: bool, slot_ms: int) -> None:
+@click.option(
+    "--cheats",
+    is_flag=True,
+    help="Serve the test cheats localnet_warpTime, localnet_setAccount and localnet_snapshot.",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help=f"Also let web pages from ORIGIN call (repeatable; '*' for any). {EXPLORER_ORIGIN} always may.",
+)
+@click.option(
+    "--history",
+    default=DEFAULT_MAX_HISTORY,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Landed transactions kept in memory (older ones are forgotten once expired).",
+)
+def start(
+    host: str,
+    port: int,
+    ledger: Path | None,
+    reset: bool,
+    slot_ms: int,
+    cheats: bool,
+    cors_origins: tuple[str, ...],
+    history: int,
+) -> None:
     """Start the localnet and serve until Ctrl-C (or SIGTERM)."""
     try:
-        config = LocalnetConfig(host=host, port=port, ledger=ledger, reset=reset, slot_ms=slot_ms)
+        config = LocalnetConfig(
+            host=host,
+            port=port,
+            ledger=ledger,
+            reset=reset,
+            slot_ms=slot_ms,
+            cheats=cheats,
+            cors_origins=(EXPLORER_ORIGIN, *cors_origins),
+            max_history=history,
+        )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     logging.basicConfig(
@@ -78,8 +126,10 @@ async def _serve(config: LocalnetConfig) -> None:
     assert net.node is not None
     where = f"ledger {config.ledger}" if config.ledger else "in memory (no --ledger)"
     click.echo(f"localnet: JSON-RPC {net.http_url}  websocket {net.ws_url}  ({where})", err=True)
+    cheats = "cheats on (--cheats)" if config.cheats else "no cheats"
     click.echo(
-        f"localnet: slot {net.node.bank.slot}, faucet via requestAirdrop; Ctrl-C stops", err=True
+        f"localnet: slot {net.node.bank.slot}, faucet via requestAirdrop, {cheats}; Ctrl-C stops",
+        err=True,
     )
     try:
         await stop.wait()

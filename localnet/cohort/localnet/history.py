@@ -1,7 +1,13 @@
-"""Transaction history: every landed transaction by signature, and the signatures touching each address."""
+"""Transaction history: landed transactions by signature, and the signatures touching each address.
+
+At most `max_records` are kept: beyond that the oldest are forgotten, but only once their blockhash
+has expired (`trim`), so the signature check that stops replays never loses a transaction that could
+still land.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +61,13 @@ class TxRecord:
 
 
 class TxHistory:
-    def __init__(self) -> None:
+    def __init__(self, max_records: int) -> None:
+        if max_records < 1:
+            raise ValueError("max_records must be >= 1")
+        self.max_records = max_records
         self.by_signature: dict[str, TxRecord] = {}
-        self._by_address: dict[str, list[TxRecord]] = {}
+        self._by_address: dict[str, deque[TxRecord]] = {}
+        self._order: deque[TxRecord] = deque()  # as added: oldest first
 
     def __len__(self) -> int:
         return len(self.by_signature)
@@ -70,14 +80,34 @@ class TxHistory:
 
     def add(self, record: TxRecord) -> None:
         self.by_signature[record.signature] = record
+        self._order.append(record)
         for key in set(record.account_keys):
-            self._by_address.setdefault(key, []).append(record)
+            self._by_address.setdefault(key, deque()).append(record)
+
+    def trim(self, keep_from_slot: int) -> list[TxRecord]:
+        """Forget the oldest records beyond `max_records` that landed before `keep_from_slot`."""
+        gone: list[TxRecord] = []
+        order = self._order
+        while len(order) > self.max_records and order[0].slot < keep_from_slot:
+            record = order.popleft()
+            if self.by_signature.get(record.signature) is record:
+                del self.by_signature[record.signature]
+            for key in set(record.account_keys):
+                records = self._by_address[key]
+                if records[0] is record:
+                    records.popleft()
+                else:
+                    records.remove(record)
+                if not records:
+                    del self._by_address[key]
+            gone.append(record)
+        return gone
 
     def for_address(
         self, address: str, limit: int, before: str | None = None, until: str | None = None
     ) -> list[TxRecord]:
         """Newest first; `before` starts after that signature, `until` stops before it (both exclusive)."""
-        records = self._by_address.get(address, [])
+        records = self._by_address.get(address, ())
         out: list[TxRecord] = []
         started = before is None
         for record in reversed(records):

@@ -15,6 +15,7 @@ from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
 from .bank import Bank, Commit
+from .config import DEFAULT_MAX_HISTORY, DEFAULT_MAX_SUBSCRIPTIONS
 from .durable_state import clock_record, restore_bank, set_record, snapshot_records, tx_record
 from .ledger import Ledger, recover, reset
 from .performance import PerformanceSamples
@@ -24,10 +25,16 @@ log = logging.getLogger("cohort.localnet")
 
 
 class Node:
-    def __init__(self, bank: Bank, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self,
+        bank: Bank,
+        ledger: Ledger | None = None,
+        *,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+    ) -> None:
         self.bank = bank
         self.ledger = ledger
-        self.pubsub = PubSub(bank)
+        self.pubsub = PubSub(bank, max_subscriptions)
         self.performance = PerformanceSamples(time.monotonic(), bank.slot, bank.transaction_count)
         self.rpc_address: str | None = None  # host:port once the server listens
         self.recovery_notes: list[str] = []
@@ -35,11 +42,19 @@ class Node:
             ledger.on_compact(lambda: snapshot_records(self.bank, time.time()))
 
     @classmethod
-    def open(cls, slot_ms: int, ledger_dir: Path | None = None, wipe: bool = False) -> Node:
+    def open(
+        cls,
+        slot_ms: int,
+        ledger_dir: Path | None = None,
+        wipe: bool = False,
+        *,
+        max_history: int = DEFAULT_MAX_HISTORY,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+    ) -> Node:
         """A node in memory, or on a ledger directory (rebuilt from it if it holds one)."""
-        bank = Bank(slot_ms)
+        bank = Bank(slot_ms, max_history=max_history)
         if ledger_dir is None:
-            return cls(bank)
+            return cls(bank, max_subscriptions=max_subscriptions)
         if wipe:
             reset(ledger_dir)
         recovered = recover(ledger_dir)
@@ -54,7 +69,9 @@ class Node:
                 len(bank.history),
                 bank.slot,
             )
-        node = cls(bank, Ledger(ledger_dir, recovered.generation))
+        node = cls(
+            bank, Ledger(ledger_dir, recovered.generation), max_subscriptions=max_subscriptions
+        )
         node.recovery_notes = recovered.notes
         return node
 

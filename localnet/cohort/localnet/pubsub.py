@@ -14,6 +14,7 @@ from solders.account import Account
 from solders.pubkey import Pubkey
 
 from . import jsonio
+from .config import DEFAULT_MAX_SUBSCRIPTIONS
 from .encode_account import check_data_slice, check_encoding, encode_account
 from .errors import RpcError, invalid_params
 from .filters import AccountFilter, matches, parse_filters
@@ -49,10 +50,12 @@ def _notification(method: str, sub_id: int, result: Any) -> str:
 
 
 class PubSub:
-    def __init__(self, bank: Bank) -> None:
+    def __init__(self, bank: Bank, max_per_connection: int = DEFAULT_MAX_SUBSCRIPTIONS) -> None:
         self.bank = bank
+        self.max_per_connection = max_per_connection
         self._next_id = 0
         self._subs: dict[int, Subscription] = {}
+        self._per_connection: dict[Connection, int] = {}
         self._by_key: dict[str, dict[str, dict[int, Subscription]]] = {
             kind: {} for kind in ("account", "program", "signature", "logs")
         }
@@ -63,6 +66,12 @@ class PubSub:
     # --- subscribing ------------------------------------------------------------------------------------
     def subscribe(self, method: str, params: Any, connection: Connection) -> int:
         kind = SUBSCRIBE_METHODS[method]
+        if self._per_connection.get(connection, 0) >= self.max_per_connection:
+            raise RpcError(
+                -32602,
+                f"Too many subscriptions: {self.max_per_connection} are open on this connection;"
+                " unsubscribe some first",
+            )
         self._next_id += 1
         sub = Subscription(self._next_id, kind, connection)
         p = Params(params, 2)
@@ -109,6 +118,7 @@ class PubSub:
 
     def _add(self, sub: Subscription) -> None:
         self._subs[sub.id] = sub
+        self._per_connection[sub.connection] = self._per_connection.get(sub.connection, 0) + 1
         if sub.kind == "slot":
             self._slot[sub.id] = sub
         elif sub.kind == "root":
@@ -128,7 +138,12 @@ class PubSub:
         return True
 
     def _remove(self, sub: Subscription) -> None:
-        self._subs.pop(sub.id, None)
+        if self._subs.pop(sub.id, None) is not None:
+            left = self._per_connection[sub.connection] - 1
+            if left:
+                self._per_connection[sub.connection] = left
+            else:
+                del self._per_connection[sub.connection]
         for table in (self._slot, self._root, self._all_logs):
             table.pop(sub.id, None)
         if sub.kind in self._by_key:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import jsonio
 from .errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
-from .methods import METHODS
+from .methods import CHEATS, method_table
 
 if TYPE_CHECKING:
     from .node import Node
@@ -28,9 +28,9 @@ def error_response(error: RpcError, request_id: Any = None) -> dict[str, Any]:
 
 
 class Dispatcher:
-    def __init__(self, node: Node, methods: dict | None = None) -> None:
+    def __init__(self, node: Node, methods: dict | None = None, *, cheats: bool = False) -> None:
         self.node = node
-        methods = METHODS if methods is None else methods
+        methods = method_table(cheats) if methods is None else methods
         self._sync = {name: h for name, h in methods.items() if not inspect.iscoroutinefunction(h)}
         self._async = {name: h for name, h in methods.items() if inspect.iscoroutinefunction(h)}
 
@@ -69,7 +69,7 @@ class Dispatcher:
             else:
                 handler = self._async.get(method)
                 if handler is None:
-                    raise RpcError(METHOD_NOT_FOUND, "Method not found")
+                    raise RpcError(METHOD_NOT_FOUND, _not_found(method))
                 result = await handler(self.node, request.get("params"))
         except RpcError as exc:
             return error_response(exc, request_id)
@@ -80,3 +80,9 @@ class Dispatcher:
             message = f"Internal error: {type(exc).__name__}: {exc}"
             return error_response(RpcError(INTERNAL_ERROR, message), request_id)
         return {"jsonrpc": "2.0", "result": result, "id": request_id}
+
+
+def _not_found(method: str) -> str:
+    if method in CHEATS:
+        return f"Method not found: {method} is a test cheat; start the localnet with --cheats"
+    return "Method not found"

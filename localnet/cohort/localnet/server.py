@@ -1,8 +1,11 @@
 """The aiohttp server: JSON-RPC over HTTP on `port`, pubsub over websockets on `port + 1`.
 
 Both ports serve the same app (web3.js derives the websocket URL as port+1; some clients use one port for
-both). CORS is open, including Chrome's private-network preflight, so the Solana Explorer in a browser can
-use a localnet as its custom cluster.
+both). Any web page the developer opens can send requests to localhost, so the server trusts no page: a
+request that carries an `Origin` (browsers always send one cross-site, for websockets too) is served only
+if that origin is configured (the Solana Explorer's by default), which also gets CORS headers and Chrome's
+private-network preflight; the `Host` header must name localhost or the bound address, which defeats
+DNS rebinding. Clients outside a browser send no Origin and are served as before.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from . import jsonio
-from .config import MAX_REQUEST_BYTES, LocalnetConfig
+from .config import LOOPBACK_NAMES, MAX_REQUEST_BYTES, LocalnetConfig, exposure_warning
 from .errors import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
 from .node import Node
 from .pubsub import SUBSCRIBE_METHODS, UNSUBSCRIBE_METHODS
@@ -24,19 +27,70 @@ from .rpc import Dispatcher, dumps, error_response
 
 log = logging.getLogger("cohort.localnet")
 
-CORS = {"Access-Control-Allow-Origin": "*"}
+WILDCARD_HOSTS = ("0.0.0.0", "::")
 WS_QUEUE_LIMIT = 10_000  # notifications buffered per websocket before a slow reader is dropped
 
 
-def _too_large(size: int | None) -> web.Response:
+def _too_large(size: int | None, cors: dict[str, str]) -> web.Response:
     detail = f" ({size} bytes)" if size is not None else ""
     error = RpcError(
         INVALID_REQUEST,
         f"Invalid request: body too large{detail}; the limit is {MAX_REQUEST_BYTES} bytes",
     )
     return web.Response(
-        status=413, body=dumps(error_response(error)), content_type="application/json", headers=CORS
+        status=413, body=dumps(error_response(error)), content_type="application/json", headers=cors
     )
+
+
+def url_host(host: str) -> str:
+    """`host` as it goes into a URL or a Host header (IPv6 in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
+def host_name(header: str) -> str:
+    """The name part of a Host header: "[::1]:8899" -> "::1", "Localhost:80" -> "localhost"."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    name, sep, port = header.rpartition(":")
+    return name if sep and port.isdigit() else header
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+class RequestGuard:
+    """Which requests a localnet serves, judged from their Origin and Host headers alone."""
+
+    def __init__(self, config: LocalnetConfig) -> None:
+        self.origins = frozenset(config.cors_origins)
+        self.any_origin = "*" in self.origins
+        self.any_host = config.host in WILDCARD_HOSTS  # its names are unknown: warned at start
+        self.hosts = frozenset({*LOOPBACK_NAMES, config.host.lower()})
+
+    def refusal(self, request: web.BaseRequest) -> str | None:
+        """Why `request` is refused, or None to serve it."""
+        host = request.headers.get("Host")
+        if host is not None and not self.any_host and host_name(host) not in self.hosts:
+            return f"Host {host[:100]!r} is not this localnet (use localhost or the bound address)"
+        origin = request.headers.get("Origin")
+        if origin is not None and not self.allows_origin(origin):
+            return (
+                f"origin {origin[:100]!r} may not use this localnet"
+                " (start it with --cors-origin ORIGIN to allow a web app)"
+            )
+        return None
+
+    def allows_origin(self, origin: str) -> bool:
+        return self.any_origin or origin.rstrip("/") in self.origins
+
+    def cors(self, request: web.BaseRequest) -> dict[str, str]:
+        """CORS response headers for an allowed origin (none without an Origin)."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return {}
+        return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
 
 
 class _WsConnection:
@@ -64,13 +118,13 @@ class _WsConnection:
 def _free_port_pair(host: str, attempts: int = 50) -> tuple[socket.socket, socket.socket]:
     """Two listening sockets on adjacent ports, the first chosen by the OS."""
     for _ in range(attempts):
-        http = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        http = socket.socket(_family(host), socket.SOCK_STREAM)
         http.bind((host, 0))
         port = http.getsockname()[1]
         if port >= 65535:
             http.close()
             continue
-        ws = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ws = socket.socket(_family(host), socket.SOCK_STREAM)
         try:
             ws.bind((host, port + 1))
         except OSError:
@@ -91,7 +145,7 @@ def free_port_pair(host: str = "127.0.0.1") -> int:
 
 
 def _bound(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -113,19 +167,29 @@ class Localnet:
         self._ticker: asyncio.Task[None] | None = None
         self._dispatcher: Dispatcher | None = None
         self._sockets: list[web.WebSocketResponse] = []
+        self.guard = RequestGuard(self.config)
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+        return f"http://{url_host(self.config.host)}:{self.port}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://{self.config.host}:{self.port + 1}"
+        return f"ws://{url_host(self.config.host)}:{self.port + 1}"
 
     async def start(self) -> None:
         config = self.config
-        self.node = Node.open(config.slot_ms, config.ledger, wipe=config.reset)
-        self._dispatcher = Dispatcher(self.node)
+        warning = exposure_warning(config)
+        if warning is not None:
+            log.warning(warning)
+        self.node = Node.open(
+            config.slot_ms,
+            config.ledger,
+            wipe=config.reset,
+            max_history=config.max_history,
+            max_subscriptions=config.max_subscriptions,
+        )
+        self._dispatcher = Dispatcher(self.node, cheats=config.cheats)
         if config.port == 0:
             socks = _free_port_pair(config.host)
         else:
@@ -136,7 +200,7 @@ class Localnet:
                 first.close()
                 raise
         self.port = socks[0].getsockname()[1]
-        self.node.rpc_address = f"{config.host}:{self.port}"
+        self.node.rpc_address = f"{url_host(config.host)}:{self.port}"
         # aiohttp's low-level server: one handler, no router or middleware on the hot path
         self._server = web.Server(self._handle, auto_decompress=False, access_log=None)
         loop = asyncio.get_running_loop()
@@ -182,22 +246,26 @@ class Localnet:
 
     # --- HTTP ----------------------------------------------------------------------------------------------
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        refusal = self.guard.refusal(request)
+        if refusal is not None:  # refused before anything runs: a "simple" POST needs no preflight
+            return web.Response(status=403, text=refusal, headers={"Vary": "Origin"})
+        cors = self.guard.cors(request)
         if request.method == "POST":
-            return await self._rpc(request)
+            return await self._rpc(request, cors)
         if request.method == "OPTIONS":
-            return self._preflight(request)
+            return self._preflight(request, cors)
         if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
             return await self._websocket(request)
         if request.method == "GET" and request.path == "/health":
-            return web.Response(text="ok", headers=CORS)
+            return web.Response(text="ok", headers=cors)
         return web.Response(
-            status=405, text="POST JSON-RPC requests, or open a websocket", headers=CORS
+            status=405, text="POST JSON-RPC requests, or open a websocket", headers=cors
         )
 
     @staticmethod
-    def _preflight(request: web.BaseRequest) -> web.Response:
+    def _preflight(request: web.BaseRequest, cors: dict[str, str]) -> web.Response:
         headers = {
-            **CORS,
+            **cors,
             "Access-Control-Allow-Methods": "POST, GET, OPTIONS",
             "Access-Control-Allow-Headers": request.headers.get(
                 "Access-Control-Request-Headers", "*"
@@ -207,16 +275,16 @@ class Localnet:
         }
         return web.Response(status=204, headers=headers)
 
-    async def _rpc(self, request: web.BaseRequest) -> web.Response:
+    async def _rpc(self, request: web.BaseRequest, cors: dict[str, str]) -> web.Response:
         assert self._dispatcher is not None
         if request.content_length is not None and request.content_length > MAX_REQUEST_BYTES:
-            return _too_large(request.content_length)
+            return _too_large(request.content_length, cors)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            return _too_large(None)
+            return _too_large(None, cors)
         response = await self._dispatcher.handle_body(body)
-        return web.Response(body=response, content_type="application/json", headers=CORS)
+        return web.Response(body=response, content_type="application/json", headers=cors)
 
     # --- websocket pubsub --------------------------------------------------------------------------------------
     async def _websocket(self, request: web.BaseRequest) -> web.WebSocketResponse:

@@ -91,7 +91,7 @@ async def _demo(console: Console) -> None:
     console.print("[bold]1.[/] build the coordinator (C → SBF) and its host library")
     (program,) = build.build_all(["coordinator"], log=lambda line: console.print(f"   {line}"))
     core = CoordinatorCore()
-    async with Localnet(LocalnetConfig(port=0)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
         console.print(
             f"[bold]2.[/] localnet at {net.http_url}; deploy over RPC (loader-v3 transactions)"
         )

@@ -1,4 +1,8 @@
-"""The JSON-RPC method table: one module per area, each exporting METHODS."""
+"""The JSON-RPC method table: one module per area, each exporting METHODS.
+
+`CHEATS` (moving time, writing accounts, forcing a snapshot) are served only by a localnet started
+with `--cheats`: any web page can POST to localhost, so they are off by default.
+"""
 
 from __future__ import annotations
 
@@ -10,5 +14,9 @@ METHODS: dict[str, Handler] = {
     **accounts.METHODS,
     **transactions.METHODS,
     **blocks.METHODS,
-    **cheats.METHODS,
 }
+CHEATS: dict[str, Handler] = dict(cheats.METHODS)
+
+
+def method_table(cheats: bool) -> dict[str, Handler]:
+    return {**METHODS, **CHEATS} if cheats else dict(METHODS)
