@@ -96,7 +96,7 @@ def core(coordinator_elf) -> CoordinatorCore:
 
 @pytest.fixture
 async def chain(tmp_path, core, coordinator_elf) -> AsyncIterator[Chain]:
-    async with Localnet(LocalnetConfig(port=0)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
         authority = Keypair()
         await rpc.airdrop(authority.pubkey(), 1000 * 10**9)
         keypair = tmp_path / "coordinator-keypair.json"
