@@ -13,6 +13,7 @@ class _LazyGroup(click.Group):
 
     lazy: ClassVar[dict[str, tuple[str, str]]] = {
         "localnet": ("cohort.localnet.cli", "localnet"),
+        "data": ("cohort.client.data.cli", "data_group"),
         "deploy": ("cohort.sdk.cli_deploy", "deploy"),
         "explorer": ("cohort.sdk.explorer.cli", "explorer"),
         "run": ("cohort.sdk.cli_run", "run_group"),

@@ -1,0 +1,108 @@
+"""`cohort data …`: prepare shards, train a tokenizer, serve prepared data over TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from pathlib import Path
+
+import click
+
+
+@click.group("data")
+def data_group() -> None:
+    """Training data: tokenizers, prepared shards, the TCP data server."""
+
+
+@data_group.command("prepare")
+@click.argument("source")
+@click.option("--tokenizer", "tokenizer_spec", default="byte", show_default=True,
+              help='"byte" or a tokenizer.json (or a directory holding one).')
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="New output directory.")
+@click.option("--heldout-fraction", default=0.05, show_default=True, help="Validation split share.")
+@click.option("--shard-tokens", default=1 << 27, show_default=True, help="Tokens per shard file.")
+@click.option("--vocab-size", type=int, help="Refuse a tokenizer whose vocabulary differs (the run's).")
+def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fraction: float,
+                    shard_tokens: int, vocab_size: int | None) -> None:
+    """Tokenize SOURCE (a text file, a directory, or kjv/pydoc) into shards with an index and
+    a manifest hash."""
+    from tqdm import tqdm
+
+    from .prepare import documents, prepare
+    from .shards import DataError
+    from .tokenizer import check_vocab, load_tokenizer
+
+    if out.exists():
+        raise click.ClickException(f"{out} exists; choose a new output directory")
+    try:
+        tokenizer = load_tokenizer(tokenizer_spec)
+        if vocab_size is not None:
+            check_vocab(tokenizer, vocab_size)
+        total = sum(size for _, size in documents(source))
+        with tqdm(total=total, unit="char", unit_scale=True, desc="tokenizing") as bar:
+            result = prepare(source, tokenizer, out, heldout_fraction=heldout_fraction,
+                             shard_tokens=shard_tokens, progress=bar.update)
+    except (DataError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{result.n_tokens} tokens in {result.shards} shards at {result.path}")
+    click.echo(f"manifest hash {result.manifest_hash.hex()}")
+
+
+@data_group.command("train-tokenizer")
+@click.argument("source")
+@click.option("--vocab-size", required=True, type=int, help="Tokens, end-of-text included.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="tokenizer.json to write.")
+def train_tokenizer_command(source: str, vocab_size: int, out: Path) -> None:
+    """Train a byte-level BPE on SOURCE (a text file, a directory, or kjv/pydoc), offline."""
+    from .prepare import documents, pieces, read_document
+    from .shards import DataError
+    from .tokenizer import train_bpe
+
+    if out.exists():
+        raise click.ClickException(f"{out} exists")
+    try:
+        texts = (p for name, _ in documents(source) for p in pieces(read_document(name)))
+        tokenizer = train_bpe(texts, vocab_size)
+    except (DataError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.inner.save(str(out))
+    click.echo(f"{tokenizer.vocab_size}-token BPE written to {out}")
+
+
+@data_group.command("serve")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=0, show_default=True, help="0 picks a free port.")
+def serve_command(directory: Path, host: str, port: int) -> None:
+    """Serve a prepared DIRECTORY to clients by batch id (data_location tcp://HOST:PORT)."""
+    from .shards import DataError, LocalShards, directory_manifest
+    from .tcp import DataServer
+
+    try:
+        source = LocalShards(directory)
+        manifest = directory_manifest(directory).hash().hex()
+    except (DataError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if not _is_loopback(host):
+        click.secho(f"WARNING: serving on {host}, reachable from other machines", fg="red", err=True)
+    server = DataServer(source, host, port)
+
+    async def run() -> None:
+        await server.start()
+        click.echo(f"serving {directory} (manifest {manifest}) at {server.location}", err=False)
+        await server.serve_forever()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        pass
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
