@@ -157,6 +157,13 @@ class Workspace:
             cli, list(args), env={"COHORT_ANCHORFILE": str(self.anchorfile), **(env or {})}
         )
 
+    def restore_default_program(self) -> None:
+        """After a test deployed another program: the session's program is the default again."""
+        from cohort.sdk.config import load_workspace, record_deployment
+
+        assert self.program_id is not None
+        record_deployment(load_workspace(self.anchorfile), "localnet", self.program_id)
+
     def new_wallet(self, name: str, sol: float = 0) -> Path:
         path = self.root / f"{name}.json"
         keypair = Keypair()

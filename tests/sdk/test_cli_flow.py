@@ -67,6 +67,7 @@ def test_an_interrupted_deploy_resumes(workspace, coordinator_elf: bytes, tmp_pa
     chunks = -(-len(coordinator_elf) // loader_v3.max_write_chunk(payer.pubkey(), payer.pubkey()))
     assert 0 < written < chunks and "deployed coordinator" in result.output
     assert not buffer_keypair_path(keypair).exists()
+    workspace.restore_default_program()
 
 
 def test_create_status_pause_update_resume_list_close(workspace, helpers, tmp_path: Path):

@@ -75,10 +75,10 @@ def update(settings: Settings, run_ref: str, config: Path) -> None:
     authority = settings.keypair()
 
     async def body(client, core):
-        await client.update_run(authority, run_ref, run_file)
+        return await client.update_run(authority, run_ref, run_file)
 
-    run(_with_client(settings, body))
-    click.echo(f"updated run {run_ref}")
+    sent = run(_with_client(settings, body))
+    click.echo(f"updated run {run_ref}" if sent else f"run {run_ref} already matches {config}")
 
 
 def _pause_command(paused: bool):
@@ -237,7 +237,12 @@ def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: boo
         raise ConfigError(f"WALLET {wallet_address!r} is not a base58 address") from None
 
     async def body(client, core):
-        await client.set_join_authorization(join_authority, run_ref, grantee, allowed=not revoke)
+        state = await client.fetch_run(run_ref)
+        await client.set_join_authorization(join_authority, state.address, grantee, allowed=not revoke)
+        return state
 
-    run(_with_client(settings, body))
+    state = run(_with_client(settings, body))
     click.echo(f"{'revoked' if revoke else 'authorized'} {grantee} for run {run_ref}")
+    if state.config.join_policy == "Open":
+        click.echo(f"note: run {run_ref} is Open (anyone may join), so this has no effect unless its "
+                   'join_policy becomes "Authorized" (`cohort run update`)')  # fmt: skip

@@ -18,10 +18,10 @@ from solders.pubkey import Pubkey
 from solders.system_program import CreateAccountParams, create_account
 
 from .coordinator_core import load_idl
-from .errors import InsufficientFunds, RunExists, RunNotFound
+from .errors import ConfigError, InsufficientFunds, RunExists, RunNotFound
 from .idl import Idl, IdlError
 from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
-from .models import Checkpoint, Progress, Run, to_idl
+from .models import Checkpoint, Progress, Run, RunState, to_idl
 from .rpc import Rpc
 from .run_config import RunFile
 from .wallet import sol
@@ -128,11 +128,19 @@ class RunClient:
         join_authority: Pubkey | None = None, payer: Keypair | None = None,
     ) -> Pubkey:  # fmt: skip
         """Create the Run account and its RunIndex in one transaction, then configure it and (by default)
-        open it for members. The config must already be validated (load_run_file does)."""
+        open it for members. The config must already be validated (load_run_file does).
+
+        Resumable: when an earlier create of this authority stopped part way (the run exists but was never
+        opened), the run is configured and opened instead of being refused as existing."""
         payer = payer or authority
+        unfinished = await self._unfinished_run(authority.pubkey(), run_file.run_id)
+        if unfinished is not None:
+            log.info("run %s exists but was never opened: completing it", run_file.run_id)
+            await self.configure(authority, unfinished, run_file, progress=run_file.progress, payer=payer)
+            if open_run:
+                await self.set_paused(authority, unfinished, False, payer=payer)
+            return unfinished
         index = self.run_index_address(run_file.run_id)
-        if await self.rpc.account_data(index) is not None:
-            raise RunExists(f"a run with id {run_file.run_id!r} already exists on this cluster")
         size = self.idl.account_size("Run")
         rent = await self.rpc.rent_exempt(size)
         index_rent = await self.rpc.rent_exempt(self.idl.account_size("RunIndex"))
@@ -158,30 +166,72 @@ class RunClient:
             await self.set_paused(authority, run.pubkey(), False, payer=payer)
         return run.pubkey()
 
+    async def _unfinished_run(self, authority: Pubkey, run_id: str) -> Pubkey | None:
+        """The run `run_id` when it exists, is this authority's and was never opened; None when there is no
+        such run; RunExists when it is someone else's or already live."""
+        if await self.rpc.account_data(self.run_index_address(run_id)) is None:
+            return None
+        try:
+            state = await self.fetch_run(run_id)
+        except RunNotFound:
+            raise RunExists(f"the id {run_id!r} is taken on this cluster (its run is gone)") from None
+        if state.authority != authority:
+            raise RunExists(
+                f"a run with id {run_id!r} already exists on this cluster (authority {state.authority})"
+            )
+        if state.state != RunState.Uninitialized:
+            raise RunExists(f"run {run_id!r} already exists and is {state.state}: "
+                            "change it with `cohort run update` (while paused)")  # fmt: skip
+        return state.address
+
     async def configure(
         self, authority: Keypair, run: str | Pubkey, run_file: RunFile, *,
         progress: Progress | None = None, payer: Keypair | None = None,
-    ) -> None:  # fmt: skip
-        """Send config (with `progress`, default: the run's current one), model, metadata, checkpointers.
+    ) -> int:  # fmt: skip
+        """Send config (with `progress`, default: the run's current one), model, metadata, checkpointers —
+        only the parts that differ from the run's (the program refuses a no-op as NoChange), so a create cut
+        off half way resumes where it stopped. Returns how many transactions were sent.
 
         The parts the program accepts only while halted go first, so a refused update changes nothing."""
-        address = await self.resolve(run)
-        if progress is None:
-            progress = (await self.fetch_run(address)).progress
-        await self._as_authority("update_config", authority, address,
-                                 {"config": to_idl(run_file.config), "progress": to_idl(progress)}, payer)  # fmt: skip
-        await self._as_authority("update_model", authority, address, {"model": to_idl(run_file.model)}, payer)  # fmt: skip
-        await self.update_metadata(authority, address, run_file, payer=payer)
-        checkpointers = list(run_file.checkpointers)
-        checkpointers += [Pubkey.default()] * (
-            self.idl.constants["MAX_CHECKPOINTERS"] - len(checkpointers)
-        )
-        await self._as_authority("set_checkpointers", authority, address, {"checkpointers": checkpointers}, payer)  # fmt: skip
+        state = await self.fetch_run(run)
+        progress = progress or state.progress
+        padded = self._padded_checkpointers
+        parts = [
+            ("update_config", {"config": to_idl(run_file.config), "progress": to_idl(progress)},
+             self._same("RunConfig", run_file.config, state.config)
+             and self._same("Progress", progress, state.progress)),
+            ("update_model", {"model": to_idl(run_file.model)},
+             self._same("ModelConfig", run_file.model, state.model)),
+            ("update_metadata", {"metadata": to_idl(run_file.metadata)},
+             self._same("RunMetadata", run_file.metadata, state.metadata)),
+            ("set_checkpointers", {"checkpointers": padded(run_file.checkpointers)},
+             padded(run_file.checkpointers) == padded(state.checkpointers)),
+        ]  # fmt: skip
+        sent = 0
+        for name, args, unchanged in parts:
+            if not unchanged:
+                await self._as_authority(name, authority, state.address, args, payer)
+                sent += 1
+        return sent
+
+    def _same(self, type_name: str, a: Any, b: Any) -> bool:
+        """Equal as the chain stores them (f32 fields compared after rounding, text after padding)."""
+        type_ = {"defined": {"name": type_name}}
+        return self.idl.encode(type_, to_idl(a)) == self.idl.encode(type_, to_idl(b))
+
+    def _padded_checkpointers(self, keys: Sequence[Pubkey]) -> list[Pubkey]:
+        return list(keys) + [Pubkey.default()] * (self.idl.constants["MAX_CHECKPOINTERS"] - len(keys))
 
     async def update_run(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,
-                         payer: Keypair | None = None) -> None:  # fmt: skip
-        """Apply a run config file to an existing run (the program allows it only while halted)."""
-        await self.configure(authority, run, run_file, payer=payer)
+                         payer: Keypair | None = None) -> int:  # fmt: skip
+        """Apply a run config file to an existing run (the program allows it only while halted). A file
+        written for another run (its [run].id differs) is refused before anything is sent."""
+        state = await self.fetch_run(run)
+        if state.run_id != run_file.run_id:
+            where = f"{run_file.path}: " if run_file.path else ""
+            raise ConfigError(f"{where}[run].id is {run_file.run_id!r} but the run is {state.run_id!r}: "
+                              "is this the config of another run?")  # fmt: skip
+        return await self.configure(authority, state.address, run_file, payer=payer)
 
     async def update_metadata(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,
                               payer: Keypair | None = None) -> Any:  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from solders.keypair import Keypair
@@ -46,11 +47,17 @@ def save_keypair(keypair: Keypair, path: str | Path, *, overwrite: bool = False)
     if path.exists() and not overwrite:
         raise WalletError(f"{path} already exists (pass --force to overwrite it)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(list(bytes(keypair)), f)
-    os.replace(tmp, path)
+    # a fresh file of our own (mkstemp: O_EXCL, mode 0600), never one someone else may have left or opened
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(list(bytes(keypair)), f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
