@@ -24,9 +24,8 @@ import contextlib
 import signal
 import time
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
@@ -51,6 +50,9 @@ from .events import Events
 from .messages import Finished, MessageError, Ready, Result, decode_message
 from .options import ClientOptions, ClientRefused, ExitCode
 from .peers import decode_endpoint, encode_endpoint
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
 from .rounds import (
     RoundView,
     StepBook,
@@ -61,11 +63,11 @@ from .rounds import (
     unhealthy,
     witness_position,
 )
-from .trainer import Trainer, initial_seed
 
 # program errors that only mean another client got there first, or the phase moved on meanwhile
 LOST_RACE = {"NothingToTick", "InvalidRunState", "DuplicateWitness", "WitnessesFull", "WrongStep",
-             "InvalidHealthCheck", "NotInEpoch"}  # fmt: skip
+             "InvalidHealthCheck", "NotInEpoch", "SeedPending", "RoundOver", "NoChange", "AlreadyJoined",
+             "JoinDuringWarmup"}  # fmt: skip
 REFUSALS = {
     "Halted": ExitCode.RUN_HALTED, "Finished": ExitCode.RUN_HALTED,
     "JoinNotAuthorized": ExitCode.NOT_AUTHORIZED, "RunFull": ExitCode.RUN_FULL,
@@ -165,6 +167,14 @@ class Client:
             raise ClientRefused(ExitCode.UNFUNDED,
                                 f"wallet {self.wallet.pubkey()} holds {balance / 1e9:.4f} SOL; a client needs "
                                 "at least 0.01 SOL for its transaction fees (fund it, e.g. `cohort wallet airdrop`)")  # fmt: skip
+        if run.config.join_policy == "Authorized":
+            grant = await self.rpc.account_owner_and_data(
+                self.chain.join_authorization_address(run.address, self.wallet.pubkey()))
+            allowed = grant is not None and self.core.idl.decode_account("JoinAuthorization", grant[1])["allowed"]
+            if not allowed:
+                raise ClientRefused(ExitCode.NOT_AUTHORIZED,
+                                    f"run {run.run_id!r} admits only authorized wallets, and "
+                                    f"{self.wallet.pubkey()} holds no authorization (ask its join authority)")  # fmt: skip
         self.latest = run
         self.spec = training_spec(run.metadata, run.model)
         self.events.emit("connected", run=run.run_id, address=str(run.address), state=str(run.state),
@@ -230,17 +240,25 @@ class Client:
     async def _follow(self) -> None:
         """The newest Run state, over websocket with polling fallback (RunClient.watch orders by nonce)."""
         assert self.latest is not None
-        url = self.rpc.url
-        async for run in self.chain.watch(self.latest.address, poll_interval=0.5):
-            if self.latest is None or run.nonce > self.latest.nonce:
-                self.latest = run
-                self.new_state.set()
-                self.changed.set()
-            if self.rpc.url != url:
-                self.events.emit("rpc_fallback", was=url, now=self.rpc.url)
-                url = self.rpc.url
-        self.events.emit("run_closed")
-        self.stop()
+        url, delay = self.rpc.url, 0.5
+        while not self.stopping:
+            try:
+                async for run in self.chain.watch(self.latest.address, poll_interval=0.5, max_reconnect_delay=5):
+                    delay = 0.5
+                    if run.nonce > self.latest.nonce:
+                        self.latest = run
+                        self.new_state.set()
+                        self.changed.set()
+                    if self.rpc.url != url:
+                        self.events.emit("rpc_fallback", was=url, now=self.rpc.url)
+                        url = self.rpc.url
+                self.events.emit("run_closed")
+                self.stop()
+                return
+            except CohortError as e:  # every RPC down: keep trying, with backoff, until one answers
+                self.events.emit("rpc_unavailable", error=str(e)[:200], retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def chain_now(self) -> int:
         return int(time.time() + self.time_offset)
@@ -270,9 +288,11 @@ class Client:
         me = run.client(self.wallet.pubkey())
         self.events.emit("state", state=str(run.state), epoch=run.progress.epoch, step=run.progress.step,
                          nonce=run.nonce)  # fmt: skip
+        if run.state in (RunState.WaitingForMembers, RunState.RoundTrain, RunState.RoundWitness,
+                         RunState.Cooldown):
+            await self._join(run)  # for the next epoch (joins are closed only during Warmup)
         if run.state == RunState.WaitingForMembers:
             self._end_epoch_work()
-            await self._join(run)
         elif run.state == RunState.Warmup:
             if me is not None and me.healthy and self.epoch != run.progress.epoch:
                 await self._begin_epoch(run)
@@ -310,7 +330,7 @@ class Client:
         except ProgramError as e:
             if e.name in REFUSALS:
                 raise ClientRefused(REFUSALS[e.name], f"cannot join run {run.run_id!r}: {e.msg}") from None
-            if e.name in LOST_RACE or e.name in ("AlreadyJoined", "InvalidRunState"):
+            if e.name in LOST_RACE:
                 return
             raise
         except InsufficientFunds as e:
@@ -363,6 +383,10 @@ class Client:
                          clients=len(run.clients), peers=len(peers))  # fmt: skip
 
     async def _build_trainer(self, run: Run) -> Trainer:
+        import torch  # the training stack loads only once there is something to train
+
+        from .trainer import Trainer, initial_seed
+
         if self.options.threads:
             torch.set_num_threads(self.options.threads)
         started = time.perf_counter()
@@ -459,8 +483,7 @@ class Client:
         view = round_view(self.core, run, back) if back >= 0 else None
         if view is None:
             return back < 0
-        batch = assignments(self.core, view).get(index)
-        return batch is not None and (batch.start, batch.end) == (message.batch_start, message.batch_end)
+        return assignments(self.core, view).get(index) == (message.batch_start, message.batch_end)
 
     def _book(self, step: int) -> StepBook:
         book = self.books.get(step)
@@ -514,15 +537,15 @@ class Client:
         batch = assignments(self.core, view).get(me.index)
         if batch is not None and trains(run, step) and view.active(me.index):
             async with self.compute:
-                out = await asyncio.to_thread(self.trainer.train, step, batch)
+                out = await asyncio.to_thread(self.trainer.train, step, *batch)
             commitment = self.node.add_blob(out.payload, step)
             book.results[me.index] = (commitment, out.payload)
             book.announced[me.index] = commitment
             book.loss, book.tokens, book.seconds, book.trained = out.loss, out.tokens, out.seconds, True
-            await self.node.announce(step, Result(step, batch.start, batch.end, commitment, len(out.payload)).encode())
+            await self.node.announce(step, Result(step, *batch, commitment, len(out.payload)).encode())
             self.events.emit("trained", step=step, loss=round(out.loss, 5), tokens=out.tokens,
                              seconds=round(out.seconds, 3), tokens_per_sec=round(out.tokens / out.seconds, 1),
-                             batch=[batch.start, batch.end], bytes=len(out.payload))  # fmt: skip
+                             batch=list(batch), bytes=len(out.payload))  # fmt: skip
         elif not trains(run, step):
             self.events.emit("flush_round", step=step)
         await self._finish(step)
@@ -687,7 +710,9 @@ class Client:
                 if self.latest is run and not self.stopping:
                     if await self._send("tick", self.chain.tick(self.wallet, run.address)):
                         self.events.emit("ticked", state=str(run.state), step=run.progress.step)
-                    await asyncio.sleep(0.5)
+                        await self._wait(0.5)
+                    else:  # lost the race, or a pending seed's slot is not over yet: look again soon
+                        await asyncio.sleep(0.15)
                     continue
             await self._wait(0.25)
 

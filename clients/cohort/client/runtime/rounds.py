@@ -15,8 +15,6 @@ from solders.pubkey import Pubkey
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import Run
 
-from ..data import BatchId
-
 
 @dataclass(frozen=True)
 class WitnessProof:
@@ -58,14 +56,14 @@ def round_view(core: CoordinatorCore, run: Run, back: int = 0) -> RoundView | No
     return RoundView(value["height"], run.progress.step - back, raw, bytes(value["active_mask"]), proofs)
 
 
-def assignments(core: CoordinatorCore, view: RoundView) -> dict[int, BatchId]:
-    """Epoch client index → the batch it trains in this round (the chain's own assignment)."""
+def assignments(core: CoordinatorCore, view: RoundView) -> dict[int, tuple[int, int]]:
+    """Epoch client index → the batch [start, end) it trains in this round (the chain's own assignment)."""
     order = core.trainer_order(view.raw)
     out = {}
     for k, index in enumerate(order):
         start, end = core.batch_interval(view.raw, len(order), k)
         if end > start:
-            out[index] = BatchId(start, end)
+            out[index] = (start, end)
     return out
 
 

@@ -97,9 +97,10 @@ class Trainer:
     def codec(self):
         return self.optimizer.codec
 
-    def train(self, step: int, batch: BatchId) -> StepOutput:
-        """Forward/backward over the batch in micro-batches, then DisTrO's compressed result."""
+    def train(self, step: int, start: int, end: int) -> StepOutput:
+        """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result."""
         started = time.perf_counter()
+        batch = BatchId(start, end)
         sequences = self.data.sequences(batch).to(self.device)
         size = self.micro_batch_size or len(sequences)
         self.optimizer.lookahead(step)
