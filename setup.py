@@ -1,10 +1,51 @@
-"""Packages of the one PEP 420 namespace `cohort`, spread over three source roots (see ARCHITECTURE.md)."""
+"""Packages of the one PEP 420 namespace `cohort`, spread over three source roots (see ARCHITECTURE.md), and
+the coordinator's built files shipped as package data, so a wheel works without the checkout or a compiler.
+"""
 
-from setuptools import find_namespace_packages, setup
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
+from setuptools import Distribution, find_namespace_packages, setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
 SOURCE_ROOTS = ("sdk", "clients", "localnet")
 # the C -> SBF toolchain lives beside the C programs it builds (stdlib-only Python + C headers)
 TOOLCHAIN = {"cohort.sbf": "contracts/sbf"}
+# what cohort.sdk.artifacts looks for in the installed package: cohort/sdk/artifacts/<name>
+ARTIFACTS = {
+    "idl.json": "contracts/coordinator/idl.json",
+    "coordinator.so": "contracts/target/coordinator.so",
+    "libcoordinator.so": "contracts/target/host/libcoordinator.so",
+}
+
+
+class BuildWithArtifacts(build_py):
+    """build_py that also puts the IDL, the SBF program and the host library into cohort/sdk/artifacts/
+    (building the programs first when they are not built; an editable install reads the checkout's)."""
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return
+        if not all((HERE / source).is_file() for source in ARTIFACTS.values()):
+            # the toolchain is stdlib-only Python: run it from the source tree (needs clang, at build time only)
+            code = "import sys; sys.path.insert(0, 'contracts'); from sbf import build; sys.exit(build.main([]))"
+            subprocess.run([sys.executable, "-c", code], cwd=HERE, check=True)
+        target = Path(self.build_lib) / "cohort" / "sdk" / "artifacts"
+        target.mkdir(parents=True, exist_ok=True)
+        for name, source in ARTIFACTS.items():
+            shutil.copyfile(HERE / source, target / name)
+
+
+class PlatformDistribution(Distribution):
+    """The host library is native code: the wheel is tagged for this platform, not `any`."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}
@@ -16,4 +57,11 @@ for root in SOURCE_ROOTS:
 packages += TOOLCHAIN
 package_dir.update(TOOLCHAIN)
 
-setup(packages=packages, package_dir=package_dir)
+setup(
+    packages=packages,
+    package_dir=package_dir,
+    # files beside the code: the explorer's pages, the mini C SDK's headers
+    package_data={"cohort.sdk.explorer": ["static/*"], "cohort.sbf": ["include/*.h", "include/*/*.h"]},
+    cmdclass={"build_py": BuildWithArtifacts},
+    distclass=PlatformDistribution,
+)

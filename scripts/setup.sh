@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (or refresh) a checkout on Debian 12: system packages, the .venv with cohort installed editable
-# (test extra included), and the Solana programs built. Idempotent, and quick when nothing changed.
+# (the train and test extras included), and the Solana programs built. Idempotent, quick when nothing changed.
 # Run as root on a fresh machine (or with sudo available) so it can apt-get install the C compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +40,7 @@ if [ ! -x .venv/bin/python ]; then say "creating .venv"; "$PYTHON" -m venv .venv
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing cohort and its dependencies into .venv (torch is the CPU build unless a GPU build is already there)"
   log=.venv/install.log
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[test]'; } >"$log" 2>&1; then
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[train,test]'; } >"$log" 2>&1; then
     tail -n 40 "$log" >&2; echo "setup: pip install failed (full log: $log)" >&2; exit 1
   fi
   echo "$want" > "$stamp"

