@@ -316,7 +316,8 @@ Run = S(
     F("version", U32),
     F("run_state", RunState),
     F("pending_pause", BOOL),
-    F("_pad", Bytes(2)),
+    F("seed_pending", BOOL, "the next round's inputs are frozen; its seed waits for seed_slot's hash"),
+    F("_pad", U8),
     F("nonce", U64, "increases on every change of this account"),
     F("run_id", Bytes("RUN_ID_LEN")),
     F("authority", PUBKEY, "may update, pause and close the run"),
@@ -337,6 +338,8 @@ Run = S(
     F("registry_len", U32),
     F("_pad2", U32),
     F("next_active", U64, "join marker of the next epoch"),
+    F("seed_slot", U64, "the slot the next round's inputs froze in (while seed_pending)"),
+    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "the next round's active clients, frozen with its inputs"),
     doc="The state of one training run (a zero-copy account, created by the client at its exact size).",
 )
 RunIndex = S(
@@ -356,6 +359,15 @@ JoinAuthorization = S(
     F("run", PUBKEY),
     F("grantee", PUBKEY),
     doc='PDA ["join", run, grantee], written by the join authority.',
+)
+Points = S(
+    "Points",
+    F("bump", U8),
+    F("_pad", Bytes(7)),
+    F("run", PUBKEY),
+    F("wallet", PUBKEY),
+    F("points", U64, "claimed reward points; they outlive the wallet's registry entry"),
+    doc='PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run and claim_points.',
 )
 WitnessMetadata = S(
     "WitnessMetadata",
@@ -442,10 +454,14 @@ ClientDropped = S(
 )
 CheckpointUpdated = S("CheckpointUpdated", F("run", PUBKEY), F("checkpoint", Checkpoint))
 RunUpdated = S("RunUpdated", F("run", PUBKEY), F("what", U8))
+PointsClaimed = S(
+    "PointsClaimed", F("run", PUBKEY), F("wallet", PUBKEY), F("points", U64, "moved in this claim"),
+    F("total", U64, "now in the wallet's Points account"),
+)  # fmt: skip
 
 EVENTS = (RunStateChanged, ClientJoined, ClientExited, WitnessSubmitted, ClientDropped, CheckpointUpdated,
-          RunUpdated)  # fmt: skip
-ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization)
+          RunUpdated, PointsClaimed)  # fmt: skip
+ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization, Points)
 ARG_TYPES = (InitializeRunArgs, UpdateMetadataArgs, UpdateConfigArgs, UpdateModelArgs, SetCheckpointersArgs,
              SetPausedArgs, SetJoinAuthorizationArgs, JoinRunArgs, WarmupWitnessArgs, WitnessArgs,
              HealthCheckArgs, CheckpointArgs)  # fmt: skip
@@ -460,6 +476,11 @@ _run_w = Account("run", writable=True, doc="the Run account")
 _slot_hashes = Account("slot_hashes", address=SLOT_HASHES, doc="randomness for round seeds")
 _authority = Account("authority", signer=True, doc="the run's authority")
 _user = Account("user", signer=True, doc="the client's wallet")
+_points = Account(
+    "points", writable=True, doc='PDA ["points", run, user]; the user pays its rent when created'
+)
+_system = Account("system_program", address=SYSTEM_PROGRAM)
+_payer_user = Account("user", writable=True, signer=True, doc="the client's wallet (pays the rent)")
 
 INSTRUCTIONS = (
     Instruction(
@@ -512,7 +533,26 @@ INSTRUCTIONS = (
         'an Ed25519 signature by p2p_identity over "cohort join v1" || run || wallet.',
     ),
     Instruction(
-        "exit_run", (_user, _run_w, _slot_hashes), None, "Leave the run; frees the registry slot."
+        "exit_run",
+        (_payer_user, _run_w, _slot_hashes, _points, _system),
+        None,
+        "Leave the run; frees the registry slot. Unclaimed points move to the Points account first.",
+    ),
+    Instruction(
+        "claim_points",
+        (_payer_user, _run_w, _points, _system),
+        None,
+        "Move the wallet's unclaimed points into its Points account (created on the first claim).",
+    ),
+    Instruction(
+        "close_join_authorization",
+        (
+            Account("join_authority", writable=True, signer=True, doc="receives the rent"),
+            Account("run", writable=True, doc="the grantee's pending join is withdrawn"),
+            Account("authorization", writable=True, doc='PDA ["join", run, grantee]'),
+        ),
+        None,
+        "Close a JoinAuthorization and refund its rent (the grant is revoked with it).",
     ),
     Instruction(
         "tick", (_user, _run_w, _slot_hashes), None, "Advance the phase when a timeout is due."
@@ -584,6 +624,11 @@ ERRORS = (
     ),
     Error("IdentityTaken", "Another wallet of this run already holds this p2p_identity"),
     Error("AlreadyJoined", "Already joined the next epoch with this p2p_identity"),
+    Error("NoChange", "The instruction would change nothing"),
+    Error("NonCanonical", "Instruction arguments are not in canonical form (non-zero padding or unused bytes)"),
+    Error("JoinDuringWarmup", "Joins for the next epoch open when this epoch's first round starts"),
+    Error("RoundOver", "The round's witness time is over"),
+    Error("SeedPending", "The next round's seed is waiting for the slot its inputs froze in to complete"),
 )
 
 

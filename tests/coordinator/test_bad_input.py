@@ -20,6 +20,7 @@ from support.coordinator_chain import (
     open_run,
     play_round,
     start_epoch,
+    start_pending_round,
 )
 
 CLIENTS = 4
@@ -307,6 +308,8 @@ def test_witness_and_warmup_witness_in_the_wrong_phase_or_for_another_member(cha
     chain.call("warmup_witness", members[0], run, {"index": 0})
     assert chain.fails("warmup_witness", members[0], run, {"index": 0}) == "DuplicateWitness"
     chain.call("warmup_witness", members[1], run, {"index": 1})
+    assert chain.fails("warmup_witness", members[2], run, {"index": 2}) == "SeedPending"
+    start_pending_round(chain, run, members[0])
     assert chain.state(run)["run_state"] == "RoundTrain"
     assert chain.fails("warmup_witness", members[2], run, {"index": 2}) == "InvalidRunState"
 

@@ -15,6 +15,7 @@ from support.coordinator_chain import (
     open_run,
     play_round,
     start_epoch,
+    start_pending_round,
 )
 
 CLIENTS = 6
@@ -103,6 +104,8 @@ def test_health_check_counts_against_the_configured_quorum(chain, core, epoch):
         chain.call("witness", members[index], run, make_witness(index, position, step, seen))
     chain.advance(CONFIG["round_witness_time"])
     chain.call("tick", members[0], run)
+    assert chain.fails("health_check", members[0], run, check(5)) == "SeedPending"
+    start_pending_round(chain, run, members[0])
     assert chain.fails("health_check", members[0], run, check(4)) == "InvalidHealthCheck"
     chain.call("health_check", members[0], run, check(5))
     assert chain.state(run)["epoch"]["clients"][5]["state"] == "Dropped"

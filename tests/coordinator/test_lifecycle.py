@@ -9,6 +9,7 @@ from support.coordinator_chain import (
     make_model,
     play_round,
     start_epoch,
+    start_pending_round,
     witness_args,
 )
 
@@ -50,6 +51,7 @@ def test_full_lifecycle(chain, core, clients):
             chain.call("witness", wallet, run, args)
     chain.advance(config["round_witness_time"])
     chain.call("tick", members[0], run)
+    assert start_pending_round(chain, run, members[0])
     state = chain.state(run)
     assert state["epoch"]["last_step"] == state["progress"]["step"] + 2
     play_round(chain, core, run, members)

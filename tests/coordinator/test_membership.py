@@ -16,6 +16,7 @@ from support.coordinator_chain import (
     open_run,
     play_round,
     start_epoch,
+    start_pending_round,
 )
 
 NO_REGISTRY = 0xFFFF
@@ -254,6 +255,8 @@ def test_join_when_the_next_epoch_is_full(chain):
     chain.advance(config["waiting_for_members_extra_time"])
     chain.call("tick", a, run)
     chain.call("warmup_witness", a, run, {"index": 0})
+    assert chain.join_fails(c, run) == "JoinDuringWarmup"
+    start_pending_round(chain, run, a)
     assert chain.state(run)["run_state"] == "RoundTrain"
     chain.join(c, run)
     chain.join(a, run)

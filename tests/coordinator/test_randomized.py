@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
-from support.coordinator_chain import Chain, ProgramFailed, make_config, make_model
+from support.coordinator_chain import (
+    Chain,
+    ProgramFailed,
+    make_config,
+    make_model,
+    play_round,
+    start_epoch,
+)
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env, load_idl
 
@@ -34,6 +41,7 @@ CONFIG = make_config(
 )
 NONCE_OFFSET = load_idl().offset_of("Run", "nonce")
 NODE_KEYS = 10
+ERROR_CODES = {e.name: code for code, e in load_idl().errors.items()}
 
 
 @dataclass
@@ -56,8 +64,8 @@ class Generator:
         rng = self.rng
         roll = rng.random()
         members = state["epoch"]["clients"][: state["epoch"]["clients_len"]]
-        if roll < 0.25:
-            return Op("advance", 0, advance=rng.choice([1, 1, 2, 3, 5, 8, 40]))
+        if roll < 0.25:  # 0 s: the next slot at the same unix time
+            return Op("advance", 0, advance=rng.choice([0, 0, 1, 1, 2, 3, 5, 8, 40]))
         if roll < 0.40:
             return Op("tick", rng.randrange(self.wallets))
         if roll < 0.55:  # usually the wallet's own node key, sometimes another's (a taken identity)
@@ -92,14 +100,19 @@ class Generator:
             return Op("warmup_witness", self._member_wallet(members, index, rng), {"index": index})
         if roll < 0.87:
             return Op("exit_run", rng.randrange(self.wallets))
-        if roll < 0.92 and members:
+        if roll < 0.90 and members:
             k = rng.randrange(1, 3)
             indices = [rng.randrange(len(members)) for _ in range(k)]
             args = {"count": k, "indices": indices + [0] * (32 - k)}
             return Op(
                 "health_check", self._member_wallet(members, rng.randrange(len(members)), rng), args
             )
-        if roll < 0.95:
+        if roll < 0.925:
+            return Op("claim_points", rng.randrange(self.wallets))
+        if roll < 0.935:
+            kind = rng.choice(["grant", "revoke", "close_join_authorization"])
+            return Op(kind, -1, {"wallet": rng.randrange(self.wallets)})
+        if roll < 0.96:
             checkpoint = {"kind": rng.choice(["Hub", "Gcs", "P2P"]), "step": state["progress"]["step"],
                           "repo": b"org/model", "revision": b"", "weights_sha256": rng.randbytes(32)}  # fmt: skip
             return Op("checkpoint", rng.choice([0, -2]), {"checkpoint": checkpoint})
@@ -120,6 +133,8 @@ class Twin:
         self.wallets = [chain.wallet() for _ in range(wallets)]
         self.outsider = Keypair()
         self.node_keys = [Keypair.from_seed(bytes([k + 1]) * 32) for k in range(NODE_KEYS)]
+        self.authorizations: dict[int, bool] = {}  # wallet index -> its JoinAuthorization's `allowed`
+        self.claimed: dict[int, int] = {}  # wallet index -> points its Points account should hold
 
     def signer(self, op: Op, state: dict) -> Keypair:
         if op.signer == -1:
@@ -134,14 +149,19 @@ class Twin:
         return self.wallets[op.signer]
 
 
-def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: Pubkey,
-               node_keys: list[Keypair]) -> int:  # fmt: skip
+def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: Pubkey, twin: Twin) -> int:
+    """The host core's result for `op` (the program's own account checks emulated for the instructions
+    whose only effect on the run is withdrawing a pending join). Bumps the nonce where the program does."""
+    if op.name in ("grant", "revoke", "close_join_authorization"):
+        return authorization_apply(core, run, op, twin)
+    earned = registry_earned(core, run, signer)
     calls = {
         "tick": lambda: core.tick(run, env),
         "join_run": lambda: core.join(
-            run, env, signer, node_keys[op.args["node"]].pubkey(), op.args["endpoint"]
+            run, env, signer, twin.node_keys[op.args["node"]].pubkey(), op.args["endpoint"]
         ),
         "exit_run": lambda: core.exit(run, env, signer),
+        "claim_points": lambda: core.claim_points(run, signer),
         "witness": lambda: core.witness(run, env, signer, op.args),
         "warmup_witness": lambda: core.warmup_witness(run, env, signer, op.args.get("index", 0)),
         "health_check": lambda: core.health_check(run, env, signer, op.args),
@@ -149,10 +169,59 @@ def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: 
         "set_paused": lambda: core.set_paused(run, env, op.args.get("paused", False)),
     }
     code = calls[op.name]()
-    if code == 0:  # the program bumps the nonce on every successful change
-        nonce = int.from_bytes(run[NONCE_OFFSET : NONCE_OFFSET + 8], "little") + 1
-        run[NONCE_OFFSET : NONCE_OFFSET + 8] = nonce.to_bytes(8, "little")
+    if code == 0:
+        bump_nonce(run)
+        if op.name in ("exit_run", "claim_points") and earned:
+            twin.claimed[op.signer] = twin.claimed.get(op.signer, 0) + earned
     return code
+
+
+def bump_nonce(run: bytearray) -> None:
+    nonce = int.from_bytes(run[NONCE_OFFSET : NONCE_OFFSET + 8], "little") + 1
+    run[NONCE_OFFSET : NONCE_OFFSET + 8] = nonce.to_bytes(8, "little")
+
+
+def registry_earned(core: CoordinatorCore, run: bytearray, signer: Pubkey) -> int:
+    """The wallet's unclaimed points, read from the raw bytes (decoding 112 KB per step is slow)."""
+    idl = core.idl
+    at, size = idl.offset_of("Run", "registry"), idl.size_of({"defined": {"name": "RegistryEntry"}})
+    length_at, earned_at = idl.offset_of("Run", "registry_len"), idl.offset_of("RegistryEntry", "earned")
+    for r in range(int.from_bytes(run[length_at : length_at + 4], "little")):
+        entry = at + r * size
+        if run[entry : entry + 32] == bytes(signer):
+            return int.from_bytes(run[entry + earned_at : entry + earned_at + 8], "little")
+    return 0
+
+
+def authorization_apply(core: CoordinatorCore, run: bytearray, op: Op, twin: Twin) -> int:
+    wallet = op.args["wallet"]
+    held = twin.authorizations.get(wallet)
+    if op.name == "close_join_authorization":
+        if held is None:
+            return ERROR_CODES["WrongAccountOwner"]
+        del twin.authorizations[wallet]
+    elif held == (op.name == "grant") or (held is None and op.name == "revoke"):
+        return ERROR_CODES["NoChange"]
+    else:
+        twin.authorizations[wallet] = op.name == "grant"
+    if op.name != "grant" and core.withdraw_pending_join(run, twin.wallets[wallet].pubkey()):
+        bump_nonce(run)
+    return 0
+
+
+def chain_apply(chain: Chain, run: Pubkey, op: Op, signer: Keypair, twin: Twin):
+    if op.name == "join_run":
+        node_key = twin.node_keys[op.args["node"]]
+        return chain.join(signer, run, node_key, endpoint=op.args["endpoint"])
+    if op.name in ("grant", "revoke", "close_join_authorization"):
+        grantee = twin.wallets[op.args["wallet"]].pubkey()
+        accounts = {"join_authority": twin.authority.pubkey(), "run": run,
+                    "authorization": chain.join_authorization_address(run, grantee)}  # fmt: skip
+        if op.name == "close_join_authorization":
+            return chain.send([chain.ix(op.name, accounts)], [twin.authority])
+        args = {"grantee": grantee, "allowed": op.name == "grant"}
+        return chain.send([chain.ix("set_join_authorization", accounts, args)], [twin.authority])
+    return chain.call(op.name, signer, run, op.args or None)
 
 
 def check_invariants(state: dict, previous: dict | None) -> None:
@@ -198,9 +267,24 @@ def _setup(chain: Chain, twin: Twin) -> Pubkey:
     return run
 
 
+def _play_an_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, twin: Twin) -> None:
+    """One successful epoch of the first three wallets, so the registry starts with points to claim."""
+    members = twin.wallets[:3]
+    start_epoch(chain, run, members, CONFIG)
+    for _ in range(40):
+        if chain.state(run)["run_state"] != "RoundTrain":
+            break
+        play_round(chain, core, run, members)
+    assert chain.state(run)["run_state"] == "Cooldown"
+    chain.advance(CONFIG["cooldown_time"])
+    chain.call("tick", members[0], run)
+    assert chain.state(run)["registry"][0]["earned"] > 0
+
+
 def test_host_core_invariants_over_thousands_of_operations(chain, core):
     twin = Twin(chain, wallets=9)
     run = _setup(chain, twin)
+    _play_an_epoch(chain, core, run, twin)
     host = bytearray(chain.run_bytes(run)[8:])
     generator = Generator(seed=1, wallets=9, core=core)
     now, slot = chain.now, chain.slot
@@ -217,9 +301,10 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
             now += op.advance
             slot += op.advance * 5 // 2 + 1
             continue
-        env = Env(now, slot.to_bytes(8, "little") * 4, run)
+        slot_hash = slot.to_bytes(8, "little") * 4
+        env = Env(now, slot_hash, run, slot, ((slot - 1, slot_hash),))
         before = bytes(host)
-        code = host_apply(core, host, env, op, twin.signer(op, state).pubkey(), twin.node_keys)
+        code = host_apply(core, host, env, op, twin.signer(op, state).pubkey(), twin)
         core.take_events()
         if code:
             assert bytes(host) == before, (
@@ -234,6 +319,7 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
 def test_chain_and_host_agree_bit_for_bit(chain, core):
     twin = Twin(chain, wallets=7)
     run = _setup(chain, twin)
+    _play_an_epoch(chain, core, run, twin)
     host = bytearray(chain.run_bytes(run)[8:])
     generator = Generator(seed=2, wallets=7, core=core)
     codes = set()
@@ -247,17 +333,17 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
             chain.advance(op.advance)
             continue
         signer = twin.signer(op, state)
-        host_code = host_apply(core, host, chain.env(run), op, signer.pubkey(), twin.node_keys)
+        host_code = host_apply(core, host, chain.env(run), op, signer.pubkey(), twin)
         host_events = core.take_events()
         try:
-            if op.name == "join_run":
-                node_key = twin.node_keys[op.args["node"]]
-                result = chain.join(signer, run, node_key, endpoint=op.args["endpoint"])
-            else:
-                result = chain.call(op.name, signer, run, op.args or None)
+            result = chain_apply(chain, run, op, signer, twin)
             chain_code, chain_events = 0, chain.idl.events_in_logs(list(result.logs()))
         except ProgramFailed as e:
             chain_code, chain_events = e.code, []
+        # the program moves points into Points accounts (the core only hands them out)
+        chain_events = [e for e in chain_events if e[0] != "PointsClaimed"]
+        if op.signer >= 0 and op.name in ("exit_run", "claim_points"):
+            assert (chain.points(run, signer.pubkey()) or 0) == twin.claimed.get(op.signer, 0)
         assert chain_code == host_code, (
             f"step {i}: {op.name}: chain {chain_code} != host {host_code}"
         )
@@ -266,6 +352,7 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         assert chain.run_bytes(run)[8:] == bytes(host), f"step {i}: {op.name}: state differs"
         codes.add(host_code)
         successes += host_code == 0
+    assert sum(twin.claimed.values()) > 0, "no points were ever claimed"
     assert successes > 50 and len(codes) >= 5, (
         f"the generator exercised too little: {sorted(codes)}"
     )

@@ -10,6 +10,7 @@ import math
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from support.scripted_run import start_pending_round
 
 from cohort.sdk.client import RunClient
 from cohort.sdk.idl import Idl, IdlError
@@ -134,6 +135,7 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         run = await client.fetch_run("decoded")
         for c in run.clients[: run.config.witness_nodes]:
             await client.warmup_witness(by_signer[c.signer], "decoded", c.index)
+        await start_pending_round(client, members[0], "decoded")
         run = await client.fetch_run("decoded")
 
         # the IDL view of the program's bytes
@@ -171,8 +173,12 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         # "what would a tick do now", asked of the host core, is what the chain then does
         await rpc.raw_request("localnet_warpTime", [run.config.round_witness_time])
         forecast = forecast_tick(core, run, await rpc.unix_time())
-        await client.tick(members[0], "decoded")
+        await client.tick(members[0], "decoded")  # the round ends: the next one waits for its seed
         after = await client.fetch_run("decoded")
-        assert forecast.next_state == after.state == RunState.RoundTrain
+        assert forecast.next_state == after.state == RunState.RoundWitness and after.seed_pending
+        assert forecast_tick(core, after, await rpc.unix_time()).next_state == RunState.RoundTrain
+        await start_pending_round(client, members[0], "decoded")
+        after = await client.fetch_run("decoded")
+        assert after.state == RunState.RoundTrain
         assert forecast_tick(core, after, await rpc.unix_time()).error == "NothingToTick"
         assert isinstance(Run.decode(after.address, after.data, core.idl), Run)

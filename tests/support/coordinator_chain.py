@@ -26,6 +26,12 @@ from cohort.sdk.idl import Idl
 from cohort.sdk.join_proof import ed25519_instruction, join_proof_message
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+SLOT_HASHES_MAX = 512  # entries the SlotHashes sysvar keeps
+
+
+def hash_of_slot(slot: int) -> bytes:
+    return hashlib.sha256(struct.pack("<Q", slot)).digest()
+
 ALL_PARTICIPANTS = b"\xff" * 32  # a witness's participant bitmap that saw everyone
 
 TIMING = {
@@ -89,20 +95,44 @@ class Chain:
         self.svm.airdrop(self.payer.pubkey(), 10_000 * 10**9)
         self.slot = 1000
         self.now = T0
+        self.slot_history: list[tuple[int, bytes]] = []  # SlotHashes entries, newest first
         self._set_time()
 
     # -- time -----------------------------------------------------------------------------------------
     def slot_hash(self) -> bytes:
-        return hashlib.sha256(struct.pack("<Q", self.slot)).digest()
+        """The latest SlotHashes entry (the previous slot's)."""
+        return self.slot_history[0][1]
 
     def _set_time(self, slot_hash: bytes | None = None) -> None:
+        """Clock and slot as the test set them; SlotHashes holds a block for every earlier slot (up to
+        512, newest first), each slot's hash being sha256(slot) unless a test replaced it."""
         self.svm.warp_to_slot(self.slot)
         self.svm.set_clock(Clock(self.slot, T0, 0, 1, self.now))
-        self.svm.set_slot_hashes([(self.slot - 1, Hash(slot_hash or self.slot_hash()))])
+        newest = self.slot_history[0][0] if self.slot_history else self.slot - 2
+        newest = max(newest, self.slot - 1 - SLOT_HASHES_MAX)
+        fresh = [(s, hash_of_slot(s)) for s in range(self.slot - 1, newest, -1)]
+        self.slot_history = [e for e in fresh + self.slot_history if e[0] < self.slot][:SLOT_HASHES_MAX]
+        if slot_hash is not None:
+            self.slot_history[0] = (self.slot_history[0][0], slot_hash)
+        self.svm.set_slot_hashes(self.svm_slot_hashes())
+
+    def svm_slot_hashes(self, replace: dict[int, bytes] | None = None) -> list[tuple[int, Hash]]:
+        """The SlotHashes entries for LiteSVM, with some slots' hashes replaced (another fork's)."""
+        if replace:
+            self.slot_history = [(s, replace.get(s, h)) for s, h in self.slot_history]
+        return [(s, Hash(h)) for s, h in self.slot_history]
 
     def set_slot_hash(self, slot_hash: bytes) -> None:
         """Same slot and clock, another latest SlotHashes entry (as another fork would have)."""
         self._set_time(slot_hash)
+
+    def next_slot(self) -> None:
+        """One slot later at the same unix time (slots are 400 ms; the clock has whole seconds)."""
+        self.slot += 1
+        self._set_time()
+
+    def slot_hash_of(self, slot: int) -> bytes:
+        return dict(self.slot_history)[slot]
 
     def advance(self, seconds: int) -> None:
         """Move chain time forward (and the slot, and the slot hash with it)."""
@@ -111,7 +141,7 @@ class Chain:
         self._set_time()
 
     def env(self, run: Pubkey) -> Env:
-        return Env(self.now, self.slot_hash(), run)
+        return Env(self.now, self.slot_hash(), run, self.slot, tuple(self.slot_history))
 
     # -- transactions ---------------------------------------------------------------------------------
     def send(self, instructions: Sequence, signers: Sequence[Keypair] = ()) -> TransactionMetadata:
@@ -148,6 +178,8 @@ class Chain:
         for role in ("user", "authority"):
             if role in names:
                 keys[role] = signer.pubkey()
+        if "points" in names and "points" not in keys:
+            keys["points"] = self.points_address(run, signer.pubkey())
         return self.ix(name, keys, args)
 
     def fails(
@@ -184,6 +216,14 @@ class Chain:
     def join_authorization_address(self, run: Pubkey, grantee: Pubkey) -> Pubkey:
         seeds = [b"join", bytes(run), bytes(grantee)]
         return Pubkey.find_program_address(seeds, self.program_id)[0]
+
+    def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
+
+    def points(self, run: Pubkey, wallet: Pubkey) -> int | None:
+        """Claimed points in the wallet's Points account (None: no account)."""
+        data = self.account_bytes(self.points_address(run, wallet))
+        return None if not data else self.idl.decode_account("Points", data)["points"]
 
     def create_run(
         self, authority: Keypair, run_id: bytes = b"test-run", join_authority: Pubkey | None = None
@@ -240,6 +280,7 @@ class Chain:
     def restore(self, run: Pubkey, snapshot: tuple[bytes, int, int]) -> None:
         data, self.now, self.slot = snapshot
         self.put_account(run, data)
+        self.slot_history = []
         self._set_time()
 
     def state(self, run: Pubkey) -> dict[str, Any]:
@@ -289,12 +330,14 @@ def bitmap(indices: Sequence[int]) -> bytes:
 
 
 def elected(chain: Chain, core: CoordinatorCore, run: Pubkey) -> dict[int, int]:
-    """Epoch index -> witness position of this round's elected witnesses (position < witness_nodes)."""
-    data = chain.run_bytes(run)
-    round_ = core.round_bytes(data[8:])
-    witness_nodes = chain.state(run)["config"]["witness_nodes"]
+    """Epoch index -> witness position of this round's elected witnesses, in position order: positions
+    below witness_nodes, plus one more for each of the round's trainers no longer healthy."""
+    data = chain.run_bytes(run)[8:]
+    round_ = core.round_bytes(data)
+    slots = core.witness_slots(data)
     positions = {i: core.witness_position(round_, i) for i in range(256)}
-    return {i: p for i, p in positions.items() if p is not None and p < witness_nodes}
+    chosen = {i: p for i, p in positions.items() if p is not None and p < slots}
+    return dict(sorted(chosen.items(), key=lambda item: item[1]))
 
 
 def make_witness(
@@ -337,7 +380,7 @@ def play_round(
     step = state["progress"]["step"]
     submitted = 0
     for index, position in elected(chain, core, run).items():
-        if clients[index]["state"] != "Healthy":
+        if clients[index]["state"] != "Healthy" or submitted == config["witness_nodes"]:
             continue
         chain.call(
             "witness", members[index], run, make_witness(index, position, step, participants)
@@ -351,7 +394,18 @@ def play_round(
     assert chain.state(run)["run_state"] == "RoundWitness"
     chain.advance(config["round_witness_time"])
     chain.call("tick", members[0], run)
+    start_pending_round(chain, run, members[0])
     return submitted
+
+
+def start_pending_round(chain: Chain, run: Pubkey, wallet: Keypair) -> bool:
+    """When the next round's inputs are frozen, a tick one slot later starts it (its seed is the hash of
+    the slot they froze in). Returns whether there was one."""
+    if not chain.state(run)["seed_pending"]:
+        return False
+    chain.next_slot()
+    chain.call("tick", wallet, run)
+    return True
 
 
 def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
@@ -370,6 +424,7 @@ def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: d
     begin_warmup(chain, run, members, config)
     for index in range(config["witness_nodes"]):
         chain.call("warmup_witness", members[index], run, {"index": index})
+    assert start_pending_round(chain, run, members[0])
     assert chain.state(run)["run_state"] == "RoundTrain"
 
 

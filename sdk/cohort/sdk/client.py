@@ -21,7 +21,7 @@ from .coordinator_core import load_idl
 from .errors import ConfigError, InsufficientFunds, RunExists, RunNotFound
 from .idl import Idl, IdlError
 from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
-from .models import Checkpoint, Progress, Run, RunState, to_idl
+from .models import Checkpoint, Progress, Run, RunState, WalletPoints, to_idl
 from .rpc import Rpc
 from .run_config import RunFile
 from .wallet import sol
@@ -55,6 +55,9 @@ class RunClient:
         return Pubkey.find_program_address([b"join", bytes(run), bytes(grantee)], self.program_id)[
             0
         ]
+
+    def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
 
     async def resolve(self, run: str | Pubkey) -> Pubkey:
         """A run's account address from its id or address; RunNotFound when there is no such run."""
@@ -252,6 +255,18 @@ class RunClient:
         )  # fmt: skip
         return await self._send([ix], join_authority)
 
+    async def close_join_authorization(self, join_authority: Keypair, run: str | Pubkey,
+                                       grantee: Pubkey) -> Any:  # fmt: skip
+        """Close the grantee's JoinAuthorization (revoking it, its pending join included) and refund its
+        rent to the join authority."""
+        address = await self.resolve(run)
+        ix = self.instruction(
+            "close_join_authorization",
+            {"join_authority": join_authority.pubkey(), "run": address,
+             "authorization": self.join_authorization_address(address, grantee)},
+        )  # fmt: skip
+        return await self._send([ix], join_authority)
+
     async def close_run(self, authority: Keypair, run: str | Pubkey, recipient: Pubkey | None = None,
                         payer: Keypair | None = None) -> Any:  # fmt: skip
         state = await self.fetch_run(run)
@@ -315,7 +330,44 @@ class RunClient:
         return found
 
     async def exit_run(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
-        return await self._as_user("exit_run", user, run, payer=payer)
+        """Leave the run; unclaimed points move to the wallet's Points account (the wallet pays its rent
+        when it is created)."""
+        address = await self.resolve(run)
+        return await self._as_user("exit_run", user, address, payer=payer,
+                                   points=self.points_address(address, user.pubkey()))  # fmt: skip
+
+    async def claim_points(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
+        """Move the wallet's unclaimed points into its Points account, where pruning cannot reach them."""
+        address = await self.resolve(run)
+        return await self._as_user("claim_points", user, address, payer=payer,
+                                   points=self.points_address(address, user.pubkey()))  # fmt: skip
+
+    async def points(self, run: str | Pubkey, wallet: Pubkey | None = None) -> list[WalletPoints]:
+        """Points per wallet: claimed (its Points account) and unclaimed (its registry entry), for one
+        wallet or for every wallet with either, largest total first."""
+        state = await self.fetch_run(run)
+        unclaimed = {e.signer: e.earned for e in state.registry}
+        claimed: dict[Pubkey, int] = {}
+        if wallet is not None:
+            found = await self.rpc.account_owner_and_data(self.points_address(state.address, wallet))
+            if found is not None and found[0] == self.program_id:
+                with contextlib.suppress(IdlError):
+                    claimed[wallet] = self.idl.decode_account("Points", found[1])["points"]
+            wallets = [wallet]
+        else:
+            accounts = await self.rpc.program_accounts(
+                self.program_id,
+                discriminator=self.idl.accounts["Points"],
+                size=self.idl.account_size("Points"),
+            )
+            for _, data in accounts:
+                with contextlib.suppress(IdlError):
+                    decoded = self.idl.decode_account("Points", data)
+                    if decoded["run"] == state.address:
+                        claimed[decoded["wallet"]] = decoded["points"]
+            wallets = [w for w in {**unclaimed, **claimed} if unclaimed.get(w) or claimed.get(w)]
+        rows = [WalletPoints(w, claimed.get(w, 0), unclaimed.get(w, 0)) for w in wallets]
+        return sorted(rows, key=lambda r: (-r.total, str(r.wallet)))
 
     async def tick(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
         return await self._as_user("tick", user, run, payer=payer)

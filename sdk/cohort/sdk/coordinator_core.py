@@ -8,6 +8,7 @@ which are byte-for-byte the C structs.
 from __future__ import annotations
 
 import ctypes
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,18 +28,36 @@ def load_idl() -> Idl:
 class _Env(ctypes.Structure):
     _fields_ = [
         ("now", ctypes.c_int64),
-        ("slot_hash", ctypes.c_uint8 * 32),
+        ("slot", ctypes.c_uint64),
+        ("slot_hashes", ctypes.c_void_p),
+        ("slot_hashes_len", ctypes.c_uint64),
         ("run_key", ctypes.c_void_p),
     ]
 
 
+UNKNOWN_SLOT = 2**64 - 1  # "some slot after every stored one": a pending round seed can be resolved
+
+
 @dataclass(frozen=True)
 class Env:
-    """What the chain tells an instruction: Clock time, the latest slot hash, the Run account's address."""
+    """What the chain tells an instruction: Clock time, the latest slot hash, the Run account's address,
+    the slot it runs in and the SlotHashes entries ((slot, hash), newest first; by default only
+    `slot_hash` as the previous slot's). Predictions that do not know the slot leave it unknown."""
 
     now: int
     slot_hash: bytes
     run_key: Pubkey
+    slot: int = UNKNOWN_SLOT
+    slot_hashes: tuple[tuple[int, bytes], ...] | None = None
+
+    def slot_hashes_data(self) -> bytes:
+        """The SlotHashes sysvar's data: u64 count, then (u64 slot, 32-byte hash) entries."""
+        entries = self.slot_hashes
+        if entries is None:
+            entries = ((max(self.slot, 1) - 1 if self.slot != UNKNOWN_SLOT else 0, self.slot_hash),)
+        return struct.pack("<Q", len(entries)) + b"".join(
+            struct.pack("<Q", slot) + bytes(h) for slot, h in entries
+        )
 
 
 class CoordinatorCore:
@@ -54,7 +73,8 @@ class CoordinatorCore:
             raise RuntimeError("the host library and the IDL disagree on the Run layout; rebuild")
         for name in ("coord_tick", "coord_join", "coord_exit", "coord_warmup_witness", "coord_witness",
                      "coord_health_check", "coord_checkpoint", "coord_set_paused", "coord_update_config",
-                     "coord_update_model", "coord_update_metadata", "coord_set_checkpointers", "coord_init"):  # fmt: skip
+                     "coord_update_model", "coord_update_metadata", "coord_set_checkpointers", "coord_init",
+                     "coord_claim_points", "coord_witness_slots"):  # fmt: skip
             getattr(self.lib, name).restype = ctypes.c_uint64
         self.lib.coord_host_take_events.restype = ctypes.c_uint64
         self.lib.coord_shuffled_index.restype = ctypes.c_uint64
@@ -64,6 +84,7 @@ class CoordinatorCore:
         self.lib.coord_batch_size.restype = ctypes.c_uint32
         self.lib.coord_witness_quorum.restype = ctypes.c_uint16
         self.lib.coord_bloom_contains.restype = ctypes.c_bool
+        self.lib.coord_withdraw_pending_join.restype = ctypes.c_bool
         self.lib.coord_batch_interval.restype = None
         for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
                      "coord_check_progress", "coord_check_metadata"):  # fmt: skip
@@ -76,12 +97,13 @@ class CoordinatorCore:
         return (ctypes.c_char * len(run)).from_buffer(run)
 
     @staticmethod
-    def _env(env: Env) -> tuple[_Env, ctypes.Array]:
+    def _env(env: Env) -> tuple[_Env, tuple[ctypes.Array, ctypes.Array]]:
         key = ctypes.create_string_buffer(bytes(env.run_key), 32)
-        c_env = _Env(
-            env.now, (ctypes.c_uint8 * 32)(*env.slot_hash), ctypes.cast(key, ctypes.c_void_p)
-        )
-        return c_env, key
+        data = env.slot_hashes_data()
+        hashes = ctypes.create_string_buffer(data, len(data))
+        c_env = _Env(env.now, env.slot, ctypes.cast(hashes, ctypes.c_void_p), len(data),
+                     ctypes.cast(key, ctypes.c_void_p))  # fmt: skip
+        return c_env, (key, hashes)
 
     @staticmethod
     def _key(key: Pubkey) -> ctypes.Array:
@@ -131,7 +153,21 @@ class CoordinatorCore:
         return self._call("coord_join", run, env, self._key(signer), self._ix_args("join_run", args))
 
     def exit(self, run: bytearray, env: Env, signer: Pubkey) -> int:
-        return self._call("coord_exit", run, env, self._key(signer))
+        """The core's part of exit_run (the program keeps the wallet's points in its Points account)."""
+        points = ctypes.c_uint64()
+        return self._call("coord_exit", run, env, self._key(signer), ctypes.byref(points))
+
+    def claim_points(self, run: bytearray, signer: Pubkey) -> int:
+        points = ctypes.c_uint64()
+        return self.lib.coord_claim_points(self._state(run), self._key(signer), ctypes.byref(points))
+
+    def withdraw_pending_join(self, run: bytearray, signer: Pubkey) -> bool:
+        """What revoking or closing a wallet's JoinAuthorization does to the run: True if it was pending."""
+        return bool(self.lib.coord_withdraw_pending_join(self._state(run), self._key(signer)))
+
+    def witness_slots(self, run: bytes) -> int:
+        """Witness positions open this round: witness_nodes plus one per trainer no longer healthy."""
+        return self.lib.coord_witness_slots(ctypes.c_char_p(bytes(run)))
 
     def warmup_witness(self, run: bytearray, env: Env, signer: Pubkey, index: int) -> int:
         return self._call(

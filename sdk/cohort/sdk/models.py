@@ -149,6 +149,20 @@ class RegistryEntry:
 
 
 @dataclass(frozen=True)
+class WalletPoints:
+    """A wallet's reward points in a run: claimed (its Points account, which outlives the registry entry)
+    and unclaimed (still in the registry; exit_run and claim_points move them over)."""
+
+    wallet: Pubkey
+    claimed: int
+    unclaimed: int
+
+    @property
+    def total(self) -> int:
+        return self.claimed + self.unclaimed
+
+
+@dataclass(frozen=True)
 class Run:
     """One Run account, decoded. `data` keeps the raw bytes for the host core's predictions."""
 
@@ -173,6 +187,7 @@ class Run:
     last_step: int
     registry: tuple[RegistryEntry, ...]
     data: bytes = field(repr=False, compare=False)
+    seed_pending: bool = False  # the next round's inputs are frozen; a tick from the next slot starts it
 
     @property
     def current_round(self) -> Round | None:
@@ -249,6 +264,7 @@ class Run:
             last_step=epoch["last_step"],
             registry=registry,
             data=bytes(data),
+            seed_pending=raw["seed_pending"],
         )
 
 

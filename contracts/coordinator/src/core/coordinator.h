@@ -7,9 +7,11 @@
 
 /* What the chain tells an instruction about the world. */
 typedef struct {
-  int64_t now;             /* Clock.unix_timestamp */
-  uint8_t slot_hash[32];   /* the most recent SlotHashes entry: unpredictable input to round seeds */
-  const SolPubkey *run_key; /* the Run account's address, copied into events */
+  int64_t now;                 /* Clock.unix_timestamp */
+  uint64_t slot;               /* Clock.slot: the slot this instruction runs in */
+  const uint8_t *slot_hashes;  /* the SlotHashes sysvar's data: u64 count, (u64 slot, hash) newest first */
+  uint64_t slot_hashes_len;
+  const SolPubkey *run_key;    /* the Run account's address, copied into events */
 } CoordEnv;
 
 /* ---- run lifecycle (owner) */
@@ -25,7 +27,10 @@ uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char
 
 /* ---- clients */
 uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const JoinRunArgs *args);
-uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer);
+/* *points: the wallet's unclaimed points, which the caller keeps for it (its Points account). */
+uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint64_t *points);
+/* Hand out a wallet's unclaimed points (*points) and zero them in the registry. */
+uint64_t coord_claim_points(Run *run, const SolPubkey *signer, uint64_t *points);
 /* Withdraw a wallet's join for the next epoch (its join authorization was revoked); true if it had one. */
 bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer);
 uint64_t coord_tick(Run *run, const CoordEnv *env);
@@ -49,6 +54,9 @@ uint32_t coord_batch_size(const RunConfig *config, const ModelConfig *model, uin
 uint64_t coord_shuffled_index(uint64_t rank, uint64_t n, uint64_t seed, const char *salt, uint64_t salt_len);
 /* The witness position of epoch client `index` in `round` (UINT64_MAX when it is not training). */
 uint64_t coord_witness_position(const Round *round, uint16_t index);
+/* Positions that may witness the current round: witness_nodes, plus one for each of the round's trainers
+   that stopped being healthy (so an elected witness dropped mid-round hands its place down the shuffle). */
+uint64_t coord_witness_slots(const Run *run);
 /* Trainers of a round in data order: out[k] = the epoch index of the k-th batch's trainer. Returns count. */
 uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
 /* Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers. */

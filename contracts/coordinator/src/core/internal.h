@@ -10,17 +10,22 @@
 #define COORD_NO_REGISTRY 0xffff
 #define NOT_FOUND UINT64_MAX
 
-static inline bool pubkey_is_zero(const SolPubkey *key) {
-  for (int i = 0; i < SIZE_PUBKEY; i++)
-    if (key->x[i]) return false;
+static inline bool bytes_are_zero(const uint8_t *bytes, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++)
+    if (bytes[i]) return false;
   return true;
 }
+
+static inline bool pubkey_is_zero(const SolPubkey *key) { return bytes_are_zero(key->x, SIZE_PUBKEY); }
 
 static inline Round *current_round(Run *run) { return &run->epoch.rounds[run->epoch.rounds_head % COORD_NUM_ROUNDS]; }
 
 /* state_machine.c */
 void change_state(Run *run, const CoordEnv *env, uint8_t to);
-void start_round_train(Run *run, const CoordEnv *env);
+/* The next round is decided: freeze its inputs now; a tick in a later slot starts it (the seed). */
+void freeze_round_inputs(Run *run, const CoordEnv *env);
+/* True once `duration` seconds of the current phase have passed. */
+bool phase_over(const Run *run, const CoordEnv *env, uint64_t duration);
 void start_waiting_for_members(Run *run, const CoordEnv *env);
 void withdraw_all(Run *run);
 uint64_t healthy_count(const Run *run);

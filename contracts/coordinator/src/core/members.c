@@ -53,7 +53,7 @@ static void registry_remove(Run *run, uint64_t r) {
 }
 
 /* A slot to reuse when the registry is full: the entry that joined longest ago, among those neither
-   pending nor a healthy member of the running epoch. */
+   pending, nor a healthy member of the running epoch, nor holding unclaimed points. */
 static uint64_t stale_registry_entry(const Run *run) {
   uint8_t members[COORD_MAX_CLIENTS / 8] = {0};
   bool running = !coord_is_halted(run->run_state) && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS;
@@ -63,7 +63,7 @@ static uint64_t stale_registry_entry(const Run *run) {
   }
   uint64_t best = NOT_FOUND;
   for (uint64_t r = 0; r < run->registry_len; r++) {
-    if (run->registry[r].join_marker == run->next_active || coord_bit(members, r)) continue;
+    if (run->registry[r].join_marker == run->next_active || coord_bit(members, r) || run->registry[r].earned) continue;
     if (best == NOT_FOUND || run->registry[r].join_marker < run->registry[best].join_marker) best = r;
   }
   return best;
@@ -96,6 +96,9 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
   if (run->run_state == RUN_STATE_FINISHED) return ERR_FINISHED;
   /* Paused too: resuming voids every earlier join, so accepting one now would be a silent no-op */
   if (run->run_state == RUN_STATE_UNINITIALIZED || run->run_state == RUN_STATE_PAUSED) return ERR_HALTED;
+  /* The epoch's members are fixed, but "next epoch" only begins with the first round (a Warmup that
+     falls back to WaitingForMembers keeps its members' joins), so a join now would be lost: refuse it. */
+  if (run->run_state == RUN_STATE_WARMUP) return ERR_JOIN_DURING_WARMUP;
   if (!endpoint_is_canonical(args->endpoint)) return ERR_ENDPOINT_INVALID;
   if (identity_taken(run, signer, &args->p2p_identity)) return ERR_IDENTITY_TAKEN;
   uint64_t r = find_registry(run, signer);
@@ -124,6 +127,15 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
   return SUCCESS;
 }
 
+uint64_t coord_claim_points(Run *run, const SolPubkey *signer, uint64_t *points) {
+  uint64_t r = find_registry(run, signer);
+  if (r == NOT_FOUND) return ERR_NOT_A_CLIENT;
+  if (run->registry[r].earned == 0) return ERR_NO_CHANGE;
+  *points = run->registry[r].earned;
+  run->registry[r].earned = 0;
+  return SUCCESS;
+}
+
 bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer) {
   uint64_t r = find_registry(run, signer);
   if (r == NOT_FOUND || run->registry[r].join_marker != run->next_active) return false;
@@ -132,10 +144,12 @@ bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer) {
 }
 
 /* Leave voluntarily (Psyche had no such instruction): stop training from the next round, and free the
-   registry slot. Points earned so far are given up with it. */
-uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer) {
+   registry slot. The points earned so far go to the caller, which keeps them in the wallet's Points
+   account. */
+uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint64_t *points) {
   uint64_t r = find_registry(run, signer);
   if (r == NOT_FOUND) return ERR_NOT_A_CLIENT;
+  *points = run->registry[r].earned;
   uint64_t i = find_epoch_client(run, signer);
   if (i != NOT_FOUND && run->epoch.clients[i].state == CLIENT_STATE_HEALTHY && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS &&
       !coord_is_halted(run->run_state)) {
@@ -154,11 +168,15 @@ uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer) {
    witnesses list it. All listed clients must be unhealthy, or nothing happens. */
 uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args) {
   if (run->run_state != RUN_STATE_ROUND_TRAIN && run->run_state != RUN_STATE_ROUND_WITNESS) return ERR_INVALID_RUN_STATE;
+  if (run->seed_pending) return ERR_SEED_PENDING;
   uint64_t me = find_epoch_client(run, signer);
   if (me == NOT_FOUND || run->epoch.clients[me].state != CLIENT_STATE_HEALTHY) return ERR_NOT_IN_EPOCH;
   const Round *witnessed = coord_round_back(run, 1), *trained = coord_round_back(run, 2);
   if (witnessed == NULL || trained == NULL) return ERR_INVALID_RUN_STATE;
   if (args->count == 0 || args->count > COORD_MAX_HEALTH_CHECKS) return ERR_INVALID_HEALTH_CHECK;
+  /* unused indices are zero: one encoding per check */
+  if (!bytes_are_zero((const uint8_t *)(args->indices + args->count), (COORD_MAX_HEALTH_CHECKS - args->count) * 2))
+    return ERR_NON_CANONICAL;
   uint16_t quorum = coord_witness_quorum(run->config.witness_nodes);
   uint8_t listed[COORD_MAX_CLIENTS / 8] = {0};
   for (uint64_t k = 0; k < args->count; k++) {

@@ -79,6 +79,11 @@ uint64_t coord_check_model(const ModelConfig *m, const char **why) {
   if (m->architecture >= ARCHITECTURE_COUNT) FAIL(ERR_MODEL_INVALID, "architecture is not known");
   if (m->data_type >= DATA_TYPE_COUNT) FAIL(ERR_MODEL_INVALID, "data_type is not known");
   if (m->max_seq_len == 0) FAIL(ERR_MODEL_INVALID, "max_seq_len must be > 0");
+  /* padding is zero: an argument has one encoding, and stored bytes are equal exactly when values are */
+  if (!bytes_are_zero(m->_pad, sizeof(m->_pad)) || !bytes_are_zero(m->checkpoint._pad, sizeof(m->checkpoint._pad)) ||
+      !bytes_are_zero(m->lr_schedule._pad, sizeof(m->lr_schedule._pad)) ||
+      !bytes_are_zero(m->optimizer._pad, sizeof(m->optimizer._pad)))
+    FAIL(ERR_NON_CANONICAL, "padding bytes (_pad) must be zero");
   if (!padded_string(m->preset, COORD_PRESET_LEN, &len)) FAIL(ERR_MODEL_INVALID, "preset must be NUL-padded");
   if (!padded_string(m->data_location, COORD_URL_LEN, &len) || len == 0)
     FAIL(ERR_MODEL_INVALID, "data_location must be a non-empty NUL-padded string");

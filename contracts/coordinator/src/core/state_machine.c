@@ -1,5 +1,5 @@
-/* Phases and their timeouts (psyche-reference 1.4-1.6), with the round seed made unchoosable by the
-   ticker. All times are whole seconds of chain time. */
+/* Phases and their timeouts (psyche-reference 1.4-1.6), with a round seed nobody can compute before the
+   round's inputs are final. All times are whole seconds of chain time. */
 #include "internal.h"
 
 const Round *coord_current_round(const Run *run) {
@@ -15,6 +15,10 @@ const Round *coord_round_back(const Run *run, uint32_t back) {
 /* Due when `duration` seconds have passed since `since`, and never in the second a phase began. */
 static bool timed_out(int64_t since, int64_t now, uint64_t duration) {
   return now != since && now > since && (uint64_t)(now - since) >= duration;
+}
+
+bool phase_over(const Run *run, const CoordEnv *env, uint64_t duration) {
+  return timed_out(run->run_state_start, env->now, duration);
 }
 
 uint64_t healthy_count(const Run *run) {
@@ -36,6 +40,9 @@ void change_state(Run *run, const CoordEnv *env, uint8_t to) {
   event.timestamp = env->now;
   run->run_state = to;
   run->run_state_start = env->now;
+  run->seed_pending = false; /* a pending seed belongs to the phase it froze in */
+  run->seed_slot = 0;
+  sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
   coord_emit(EVENT_RUN_STATE_CHANGED, &event, sizeof(event));
 }
 
@@ -50,19 +57,43 @@ void withdraw_all(Run *run) {
   }
 }
 
-/* The next round's seed: sha256(previous seed || latest slot hash || digest of the witnesses submitted
-   in the round that is ending)[0..8]. A ticker cannot pick it: the slot hash is the cluster's, and the
-   witness digest is fixed by the time anyone can tick. Residual bias: whoever ticks can choose to send
-   in this slot or a later one (a different slot hash), i.e. a few tries per round, not a free choice. */
+/* The hash of the oldest SlotHashes entry at or after `slot`: the slot itself once it is an ancestor
+   (SlotHashes lists the last 512 blocks, newest first; slots without a block are absent). Zero when there
+   is none, which on chain cannot happen once a later slot runs. */
+static void slot_hash_from(const CoordEnv *env, uint64_t slot, uint8_t out[32]) {
+  sol_memset(out, 0, 32);
+  if (env->slot_hashes == NULL || env->slot_hashes_len < 8) return;
+  uint64_t count = sol_min_u64(sol_get_u64(env->slot_hashes), (env->slot_hashes_len - 8) / 40);
+  for (uint64_t i = 0; i < count; i++) {
+    const uint8_t *entry = env->slot_hashes + 8 + 40 * i;
+    if (sol_get_u64(entry) < slot) break;
+    sol_memcpy(out, entry + 8, 32);
+  }
+}
+
+/* The next round's seed: sha256(previous seed || hash of the slot its inputs froze in || digest of the
+   witnesses of the round that is ending)[0..8]. The instruction that freezes the inputs (after it, no
+   witness digest or member of the next round can change) runs in that slot, whose hash does not exist
+   until the slot is over: neither its sender nor any witness can know the seed in advance, and no later
+   sender can change an input. What is left is the slot leader's influence on its own block. */
 static uint64_t next_seed(const Run *run, const CoordEnv *env) {
-  uint8_t last[8], digest[32];
+  uint8_t last[8], frozen[32], digest[32];
   sol_put_u64(last, run->last_seed);
-  SolBytes parts[3] = {{last, 8}, {env->slot_hash, 32}, {coord_current_round(run)->witness_digest, 32}};
+  slot_hash_from(env, run->seed_slot, frozen);
+  SolBytes parts[3] = {{last, 8}, {frozen, 32}, {coord_current_round(run)->witness_digest, 32}};
   coord_sha256(parts, 3, digest);
   return sol_get_u64(digest);
 }
 
-void start_round_train(Run *run, const CoordEnv *env) {
+void freeze_round_inputs(Run *run, const CoordEnv *env) {
+  run->seed_pending = true;
+  run->seed_slot = env->slot;
+  sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++)
+    if (run->epoch.clients[i].state == CLIENT_STATE_HEALTHY) coord_set_bit(run->seed_mask, i);
+}
+
+static void start_round_train(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   uint64_t seed = next_seed(run, env);
   const Round *previous = coord_current_round(run);
@@ -84,12 +115,8 @@ void start_round_train(Run *run, const CoordEnv *env) {
   round->height = height;
   round->random_seed = seed;
   round->batch_size = coord_batch_size(&run->config, &run->model, data_index);
-  for (uint64_t i = 0; i < epoch->clients_len; i++) {
-    if (epoch->clients[i].state == CLIENT_STATE_HEALTHY) {
-      coord_set_bit(round->active_mask, i);
-      round->active_count++;
-    }
-  }
+  sol_memcpy(round->active_mask, run->seed_mask, sizeof(round->active_mask)); /* frozen with the inputs */
+  for (uint64_t i = 0; i < epoch->clients_len; i++) round->active_count += coord_bit(round->active_mask, i);
   run->last_seed = seed;
   if (first) run->next_active++; /* this epoch's joins are consumed: joining again means the next epoch */
   change_state(run, env, RUN_STATE_ROUND_TRAIN);
@@ -131,7 +158,7 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   change_state(run, env, RUN_STATE_WARMUP);
 }
 
-/* RoundWitness timeout: the round is over. */
+/* RoundWitness timeout: the round is over; the next one, if any, waits for its seed. */
 static void end_round(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   const Round *round = coord_current_round(run);
@@ -152,7 +179,7 @@ static void end_round(Run *run, const CoordEnv *env) {
     change_state(run, env, RUN_STATE_COOLDOWN);
     return;
   }
-  start_round_train(run, env);
+  freeze_round_inputs(run, env);
 }
 
 /* Cooldown timeout: the epoch is over. Healthy finishers earn one point per round of the epoch. */
@@ -180,9 +207,18 @@ static void end_epoch(Run *run, const CoordEnv *env) {
   start_waiting_for_members(run, env);
 }
 
+/* Seed pending: any instruction from the next slot on starts the round (a plain tick does). */
+static uint64_t start_pending_round(Run *run, const CoordEnv *env) {
+  if (env->slot <= run->seed_slot) return ERR_SEED_PENDING;
+  start_round_train(run, env);
+  return SUCCESS;
+}
+
 uint64_t coord_tick(Run *run, const CoordEnv *env) {
   const RunConfig *config = &run->config;
   int64_t since = run->run_state_start;
+  if (run->seed_pending && (run->run_state == RUN_STATE_WARMUP || run->run_state == RUN_STATE_ROUND_WITNESS))
+    return start_pending_round(run, env);
   switch (run->run_state) {
     case RUN_STATE_WAITING_FOR_MEMBERS:
       if (pending_count(run) >= config->init_min_clients && timed_out(since, env->now, config->waiting_for_members_extra_time)) {
@@ -197,7 +233,7 @@ uint64_t coord_tick(Run *run, const CoordEnv *env) {
         return SUCCESS;
       }
       if (timed_out(since, env->now, config->warmup_time)) {
-        start_round_train(run, env);
+        freeze_round_inputs(run, env);
         return SUCCESS;
       }
       return ERR_NOTHING_TO_TICK;
@@ -233,6 +269,7 @@ void tick_opportunistically(Run *run, const CoordEnv *env) {
 uint64_t coord_set_paused(Run *run, const CoordEnv *env, bool paused, const char **why) {
   if (paused) {
     if (coord_is_halted(run->run_state)) return ERR_HALTED;
+    if (run->pending_pause) return ERR_NO_CHANGE;
     if (run->run_state == RUN_STATE_WAITING_FOR_MEMBERS || run->run_state == RUN_STATE_WARMUP) {
       withdraw_all(run);
       run->epoch.cold_start_epoch = true;

@@ -17,6 +17,7 @@ static void record_witness(Round *round, const Witness *witness) {
    The index must be the sender's own (Psyche accepted any index, so one client could fake them all). */
 uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, uint16_t index) {
   if (run->run_state != RUN_STATE_WARMUP) return ERR_INVALID_RUN_STATE;
+  if (run->seed_pending) return ERR_SEED_PENDING; /* the first round's inputs are frozen */
   const Client *c = index < run->epoch.clients_len ? &run->epoch.clients[index] : NULL;
   if (c == NULL || c->state != CLIENT_STATE_HEALTHY || !sol_pubkey_eq(&c->signer, signer)) return ERR_INVALID_WITNESS;
   Round *round = current_round(run);
@@ -26,24 +27,35 @@ uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *si
   witness.index = index;
   witness.position = index;
   record_witness(round, &witness);
-  if (round->witnesses_len >= run->config.witness_nodes) start_round_train(run, env);
+  if (round->witnesses_len >= run->config.witness_nodes) freeze_round_inputs(run, env);
   else tick_opportunistically(run, env);
   return SUCCESS;
 }
 
+uint64_t coord_witness_slots(const Run *run) {
+  const Round *round = coord_current_round(run);
+  uint64_t lost = 0;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++)
+    lost += coord_bit(round->active_mask, i) && run->epoch.clients[i].state != CLIENT_STATE_HEALTHY;
+  return run->config.witness_nodes + lost;
+}
+
 /* RoundTrain / RoundWitness: an elected witness submits its proof. It names the step it attests, so a
-   stale witness can never count for another round (Psyche relied on the shuffle not matching). */
+   stale witness can never count for another round (Psyche relied on the shuffle not matching). Once the
+   witness time is over nothing more is accepted: the round's inputs are about to freeze. */
 uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, const WitnessArgs *args) {
   if (run->run_state != RUN_STATE_ROUND_TRAIN && run->run_state != RUN_STATE_ROUND_WITNESS) return ERR_INVALID_RUN_STATE;
+  if (run->seed_pending) return ERR_SEED_PENDING;
+  if (run->run_state == RUN_STATE_ROUND_WITNESS && phase_over(run, env, run->config.round_witness_time)) return ERR_ROUND_OVER;
   if (args->step != run->progress.step) return ERR_WRONG_STEP;
   Round *round = current_round(run);
   uint16_t index = args->index;
   const Client *c = index < run->epoch.clients_len ? &run->epoch.clients[index] : NULL;
   if (c == NULL || c->state != CLIENT_STATE_HEALTHY || !sol_pubkey_eq(&c->signer, signer)) return ERR_INVALID_WITNESS;
   uint64_t position = coord_witness_position(round, index);
-  if (position >= run->config.witness_nodes || position != args->position) return ERR_INVALID_WITNESS;
+  if (position >= coord_witness_slots(run) || position != args->position) return ERR_INVALID_WITNESS;
   if (already_witnessed(round, index)) return ERR_DUPLICATE_WITNESS;
-  if (round->witnesses_len >= COORD_MAX_WITNESSES) return ERR_WITNESSES_FULL;
+  if (round->witnesses_len >= run->config.witness_nodes) return ERR_WITNESSES_FULL;
   Witness witness = {0};
   witness.index = index;
   witness.position = args->position;
@@ -75,6 +87,7 @@ uint64_t coord_checkpoint(Run *run, const CoordEnv *env, const SolPubkey *signer
   for (uint64_t i = 0; i < COORD_MAX_CHECKPOINTERS; i++)
     allowed |= !pubkey_is_zero(&run->checkpointers[i]) && sol_pubkey_eq(&run->checkpointers[i], signer);
   if (!allowed) return ERR_NOT_A_CHECKPOINTER;
+  if (!bytes_are_zero(checkpoint->_pad, sizeof(checkpoint->_pad))) return ERR_NON_CANONICAL;
   if (checkpoint->kind != CHECKPOINT_KIND_HUB && checkpoint->kind != CHECKPOINT_KIND_GCS) return ERR_INVALID_CHECKPOINT;
   if (checkpoint->repo[0] == 0) return ERR_INVALID_CHECKPOINT;
   ModelConfig candidate = run->model;
@@ -84,6 +97,7 @@ uint64_t coord_checkpoint(Run *run, const CoordEnv *env, const SolPubkey *signer
   if (peers) candidate.checkpoint.kind = checkpoint->kind == CHECKPOINT_KIND_HUB ? CHECKPOINT_KIND_P2P : CHECKPOINT_KIND_P2P_GCS;
   const char *why;
   if (coord_check_model(&candidate, &why) != SUCCESS) return ERR_INVALID_CHECKPOINT;
+  if (sol_memcmp(&candidate.checkpoint, &run->model.checkpoint, sizeof(Checkpoint)) == 0) return ERR_NO_CHANGE;
   run->model.checkpoint = candidate.checkpoint;
   CheckpointUpdated event = {*env->run_key, run->model.checkpoint};
   coord_emit(EVENT_CHECKPOINT_UPDATED, &event, sizeof(event));

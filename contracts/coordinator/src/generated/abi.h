@@ -312,7 +312,8 @@ typedef struct {
   uint32_t version;
   uint8_t run_state; /* RunState */
   uint8_t pending_pause;
-  uint8_t _pad[2];
+  uint8_t seed_pending;
+  uint8_t _pad;
   uint64_t nonce;
   uint8_t run_id[COORD_RUN_ID_LEN];
   SolPubkey authority;
@@ -329,12 +330,15 @@ typedef struct {
   uint32_t registry_len;
   uint32_t _pad2;
   uint64_t next_active;
+  uint64_t seed_slot;
+  uint8_t seed_mask[COORD_PARTICIPANT_BITMAP_LEN];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 112400, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 112440, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad) == 6, "Run._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_pending) == 6, "Run.seed_pending");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad) == 7, "Run._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, nonce) == 8, "Run.nonce");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 16, "Run.run_id");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 48, "Run.authority");
@@ -351,6 +355,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 91904, "Run.registry");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 112384, "Run.registry_len");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 112388, "Run._pad2");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 112392, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 112400, "Run.seed_slot");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 112408, "Run.seed_mask");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -381,6 +387,21 @@ SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, allowed) == 1, "JoinAuth
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, _pad) == 2, "JoinAuthorization._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, run) == 8, "JoinAuthorization.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, grantee) == 40, "JoinAuthorization.grantee");
+
+/* PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run and claim_points. */
+typedef struct {
+  uint8_t bump;
+  uint8_t _pad[7];
+  SolPubkey run;
+  SolPubkey wallet;
+  uint64_t points;
+} Points;
+SOL_STATIC_ASSERT(sizeof(Points) == 80, "Points layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(Points, bump) == 0, "Points.bump");
+SOL_STATIC_ASSERT(__builtin_offsetof(Points, _pad) == 1, "Points._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Points, run) == 8, "Points.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(Points, wallet) == 40, "Points.wallet");
+SOL_STATIC_ASSERT(__builtin_offsetof(Points, points) == 72, "Points.points");
 
 typedef struct {
   uint8_t run_id[COORD_RUN_ID_LEN];
@@ -562,6 +583,18 @@ SOL_STATIC_ASSERT(sizeof(RunUpdated) == 33, "RunUpdated layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, run) == 0, "RunUpdated.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, what) == 32, "RunUpdated.what");
 
+typedef struct {
+  SolPubkey run;
+  SolPubkey wallet;
+  uint64_t points;
+  uint64_t total;
+} PointsClaimed;
+SOL_STATIC_ASSERT(sizeof(PointsClaimed) == 80, "PointsClaimed layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, run) == 0, "PointsClaimed.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, wallet) == 32, "PointsClaimed.wallet");
+SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, points) == 64, "PointsClaimed.points");
+SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed.total");
+
 /* discriminators: the first 8 bytes, as a little-endian u64 */
 #define IX_INITIALIZE_RUN 0x61dce5ae416a6b29ULL
 #define IX_UPDATE_METADATA 0xbae14e61ef2bb6aaULL
@@ -572,6 +605,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, what) == 32, "RunUpdated.what")
 #define IX_SET_JOIN_AUTHORIZATION 0x4af97cf182f141a8ULL
 #define IX_JOIN_RUN 0x4bf6866a667da048ULL
 #define IX_EXIT_RUN 0x2a24eede65b8c9f8ULL
+#define IX_CLAIM_POINTS 0xac4ec409fc631a6aULL
+#define IX_CLOSE_JOIN_AUTHORIZATION 0x68978b3db63530e4ULL
 #define IX_TICK 0x0f3f5065082c4f5cULL
 #define IX_WARMUP_WITNESS 0x5e37163fe87ae8d3ULL
 #define IX_WITNESS 0x2715df8e1995f4d5ULL
@@ -581,6 +616,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, what) == 32, "RunUpdated.what")
 #define ACCOUNT_RUN 0xbdf673eb569b36c7ULL
 #define ACCOUNT_RUN_INDEX 0x4cd76b75afd9efa2ULL
 #define ACCOUNT_JOIN_AUTHORIZATION 0x9065b4914eefe6a6ULL
+#define ACCOUNT_POINTS 0xf261e9ff920c5184ULL
 #define EVENT_RUN_STATE_CHANGED 0x7d3a86036bd4f262ULL
 #define EVENT_CLIENT_JOINED 0x4286246048efa604ULL
 #define EVENT_CLIENT_EXITED 0x4e80b31c41e8c406ULL
@@ -588,6 +624,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunUpdated, what) == 32, "RunUpdated.what")
 #define EVENT_CLIENT_DROPPED 0x89915a05445fc689ULL
 #define EVENT_CHECKPOINT_UPDATED 0x9836d48e727e5e8fULL
 #define EVENT_RUN_UPDATED 0x20026768ca7a6745ULL
+#define EVENT_POINTS_CLAIMED 0x22dc3aaaea37fb9fULL
 
 /* well-known addresses */
 static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x2f, 0x0a, 0xaf, 0xc6, 0xf2, 0x65, 0xe3, 0xfb, 0x77, 0xcc, 0x7a, 0xda, 0x82, 0xc5, 0x29, 0xd0, 0xbe, 0x3b, 0x13, 0x6e, 0x2d, 0x00, 0x55, 0x20, 0x00, 0x00, 0x00}}; /* SysvarS1otHashes111111111111111111111111111 */
@@ -640,3 +677,8 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_NODE_KEY_NOT_PROVEN 6040
 #define ERR_IDENTITY_TAKEN 6041
 #define ERR_ALREADY_JOINED 6042
+#define ERR_NO_CHANGE 6043
+#define ERR_NON_CANONICAL 6044
+#define ERR_JOIN_DURING_WARMUP 6045
+#define ERR_ROUND_OVER 6046
+#define ERR_SEED_PENDING 6047

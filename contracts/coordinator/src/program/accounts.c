@@ -20,16 +20,17 @@ uint64_t load_run(const SolParameters *p, SolAccountInfo *a, bool writable, Run 
 
 uint64_t check_signer(const SolAccountInfo *a) { return a->is_signer ? SUCCESS : ERR_MISSING_SIGNATURE; }
 
-/* SlotHashes data: u64 count, then (u64 slot, [u8; 32] hash) pairs, newest first. */
+/* The SlotHashes data is read in place by the core (u64 count, then (u64 slot, [u8; 32] hash), newest
+   first); the address check is what makes it the cluster's. */
 uint64_t load_env(const SolAccountInfo *slot_hashes, const SolAccountInfo *run_account, CoordEnv *env) {
   if (!sol_pubkey_eq(slot_hashes->key, &COORD_SLOT_HASHES_ID)) return ERR_WRONG_SYSVAR;
-  sol_memset(env->slot_hash, 0, sizeof(env->slot_hash));
-  if (slot_hashes->data_len >= 8 + 40 && sol_get_u64(slot_hashes->data) > 0)
-    sol_memcpy(env->slot_hash, slot_hashes->data + 16, 32);
   SolClock clock;
   uint64_t status = sol_get_clock_sysvar(&clock);
   if (status != SUCCESS) return status;
   env->now = clock.unix_timestamp;
+  env->slot = clock.slot;
+  env->slot_hashes = slot_hashes->data;
+  env->slot_hashes_len = slot_hashes->data_len;
   env->run_key = run_account->key;
   return SUCCESS;
 }

@@ -2,13 +2,10 @@
    Every rule about runs lives in ../core; this file only knows Solana. */
 #include "accounts.h"
 #include "node_key.h"
+#include "pda.h"
+#include "points.h"
 
 #define MAX_ACCOUNTS 6
-#define TRY(expr)                               \
-  do {                                          \
-    uint64_t status_ = (expr);                  \
-    if (status_ != SUCCESS) return status_;     \
-  } while (0)
 
 static uint64_t need_accounts(const SolParameters *p, uint64_t n) {
   return p->ka_num >= n ? SUCCESS : ERR_MISSING_ACCOUNTS;
@@ -112,12 +109,30 @@ __attribute__((noinline)) static uint64_t tick(SolParameters *p) {
   return changed(run, coord_tick(run, &env));
 }
 
+/* [user, run, slot_hashes, points, system program]: the wallet's unclaimed points go to its Points account. */
 __attribute__((noinline)) static uint64_t exit_run(SolParameters *p) {
   Run *run;
   CoordEnv env;
+  uint64_t points = 0;
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
   TRY(load_as_client(p, 2, &run, &env));
-  return changed(run, coord_exit(run, &env, p->ka[0].key));
+  TRY(need_accounts(p, 5));
+  TRY(check_points_accounts(p, 3));
+  TRY(changed(run, coord_exit(run, &env, p->ka[0].key, &points)));
+  return credit_points(p, 3, points);
+}
+
+/* [user, run, points, system program] */
+__attribute__((noinline)) static uint64_t claim_points(SolParameters *p) {
+  Run *run;
+  uint64_t points = 0;
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(need_accounts(p, 4));
+  TRY(check_signer(&p->ka[0]));
+  TRY(load_run(p, &p->ka[1], true, &run));
+  TRY(check_points_accounts(p, 2));
+  TRY(changed(run, coord_claim_points(run, p->ka[0].key, &points)));
+  return credit_points(p, 2, points);
 }
 
 /* An Authorized run admits a wallet that holds an allowing JoinAuthorization for this run. */
@@ -185,60 +200,6 @@ __attribute__((noinline)) static uint64_t checkpoint(SolParameters *p) {
 static const char RUN_SEED[] = "run";
 static const char JOIN_SEED[] = "join";
 
-/* A program-derived account to create (SBF calls take at most five arguments, hence the struct). */
-typedef struct {
-  const SolParameters *p;
-  const SolAccountInfo *payer;          /* writable signer: pays the rent */
-  SolAccountInfo *account;              /* the PDA; its data_len is updated */
-  const SolAccountInfo *system_program;
-  const SolSignerSeeds *seeds;          /* the PDA's seeds, bump included */
-} NewPda;
-
-/* One System program instruction through CPI: the payer funds the PDA (Transfer), or the PDA signs for
-   itself (Allocate, Assign). */
-static uint64_t system_call(const NewPda *c, bool from_payer, uint8_t *data, uint64_t data_len) {
-  SolAccountMeta metas[2];
-  SolAccountInfo infos[3];
-  uint64_t n = 0;
-  if (from_payer) {
-    metas[n] = (SolAccountMeta){c->payer->key, true, true};
-    infos[n++] = *c->payer;
-  }
-  metas[n] = (SolAccountMeta){c->account->key, true, !from_payer};
-  infos[n++] = *c->account;
-  infos[n] = *c->system_program;
-  SolInstruction instruction = {c->system_program->key, metas, n, data, data_len};
-  uint64_t status = sol_invoke_signed_c(&instruction, infos, (int)n + 1, from_payer ? NULL : c->seeds, from_payer ? 0 : 1);
-  if (status == SUCCESS) c->account->data_len = infos[n - 1].data_len; /* Allocate changes it */
-  return status;
-}
-
-/* Create the PDA with `space` bytes, owned by this program. CreateAccount refuses an address that
-   already holds lamports, and anyone may send lamports to any address, so a few lamports would block a
-   run id or a grantee's JoinAuthorization forever. A funded but still empty, system-owned address is
-   therefore taken over with Transfer (the rent shortfall), Allocate and Assign. */
-static uint64_t create_pda(const NewPda *c, uint64_t space) {
-  SolAccountInfo *account = c->account;
-  if (*account->lamports == 0) {
-    SolCreateAccount create = {c->payer, account, c->system_program, space, c->p->program_id, c->seeds};
-    return sol_create_account(&create);
-  }
-  if (!sol_is_system_program(account->owner) || account->data_len != 0) return ERR_ALREADY_INITIALIZED;
-  uint64_t rent;
-  TRY(sol_rent_exempt_minimum(space, &rent));
-  if (*account->lamports < rent) {
-    uint8_t transfer[4 + 8] = {2}; /* u32 tag 2 = Transfer, u64 lamports */
-    sol_put_u64(transfer + 4, rent - *account->lamports);
-    TRY(system_call(c, true, transfer, sizeof(transfer)));
-  }
-  uint8_t allocate[4 + 8] = {8}; /* u32 tag 8 = Allocate, u64 space */
-  sol_put_u64(allocate + 4, space);
-  TRY(system_call(c, false, allocate, sizeof(allocate)));
-  uint8_t assign[4 + SIZE_PUBKEY] = {1}; /* u32 tag 1 = Assign, owner */
-  sol_memcpy(assign + 4, c->p->program_id->x, SIZE_PUBKEY);
-  return system_call(c, false, assign, sizeof(assign));
-}
-
 /* Length of a NUL-padded run id: 1..32 bytes, nothing after the first NUL. */
 static uint64_t run_id_length(const uint8_t *run_id, uint64_t *len) {
   uint64_t n = 0;
@@ -303,7 +264,9 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
   if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   if (!auth_account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
   if (!sol_is_system_program(p->ka[3].key)) return ERR_WRONG_PROGRAM;
-  if (auth_account->data_len == 0) {
+  bool existed = auth_account->data_len != 0;
+  if (!existed) {
+    if (!args->allowed) return ERR_NO_CHANGE; /* nothing granted, nothing to revoke */
     SolSignerSeed seeds[4] = {{(const uint8_t *)JOIN_SEED, sizeof(JOIN_SEED) - 1},
                               {p->ka[1].key->x, SIZE_PUBKEY},
                               {args->grantee.x, SIZE_PUBKEY},
@@ -326,8 +289,33 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
   }
   JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
   if (!sol_pubkey_eq(&auth->run, p->ka[1].key) || !sol_pubkey_eq(&auth->grantee, &args->grantee)) return ERR_WRONG_PDA;
+  if (existed && auth->allowed == args->allowed) return ERR_NO_CHANGE;
   auth->allowed = args->allowed;
   if (!args->allowed && coord_withdraw_pending_join(run, &args->grantee)) run->nonce++;
+  return SUCCESS;
+}
+
+/* [join_authority (receives the rent), run, authorization]: the grant ends with its account, and the
+   grantee's pending join with it. */
+__attribute__((noinline)) static uint64_t close_join_authorization(SolParameters *p) {
+  Run *run;
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(need_accounts(p, 3));
+  SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
+  TRY(check_signer(grantor));
+  if (!grantor->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  TRY(load_run(p, &p->ka[1], true, &run));
+  if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
+  TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
+  const JoinAuthorization *auth = (const JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
+  if (!sol_pubkey_eq(&auth->run, p->ka[1].key)) return ERR_WRONG_PDA;
+  uint64_t total;
+  if (!sol_add_u64(*grantor->lamports, *auth_account->lamports, &total)) return ERR_ARITHMETIC_OVERFLOW;
+  if (coord_withdraw_pending_join(run, &auth->grantee)) run->nonce++;
+  *grantor->lamports = total;
+  *auth_account->lamports = 0;
+  sol_memset(auth_account->data, 0, auth_account->data_len);
+  sol_account_set_data_len(auth_account, 0);
   return SUCCESS;
 }
 
@@ -373,6 +361,8 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_SET_JOIN_AUTHORIZATION: return set_join_authorization(&params);
     case IX_JOIN_RUN: return join_run(&params);
     case IX_EXIT_RUN: return exit_run(&params);
+    case IX_CLAIM_POINTS: return claim_points(&params);
+    case IX_CLOSE_JOIN_AUTHORIZATION: return close_join_authorization(&params);
     case IX_TICK: return tick(&params);
     case IX_WARMUP_WITNESS: return warmup_witness(&params);
     case IX_WITNESS: return witness(&params);

@@ -1,0 +1,49 @@
+/* Points accounts, PDA ["points", run, wallet], filled by exit_run and claim_points. */
+#include "points.h"
+
+#include "../core/platform.h"
+#include "accounts.h"
+#include "pda.h"
+
+static const char POINTS_SEED[] = "points";
+
+uint64_t check_points_accounts(const SolParameters *p, uint64_t at) {
+  const SolAccountInfo *user = &p->ka[0], *account = &p->ka[at];
+  if (!user->is_writable || !account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (!sol_is_system_program(p->ka[at + 1].key)) return ERR_WRONG_PROGRAM;
+  if (account->data_len == 0) return SUCCESS; /* its address is checked when it is created */
+  TRY(check_program_account(p, account, ACCOUNT_POINTS, POINTS_ACCOUNT_SIZE, true));
+  const Points *points = (const Points *)(account->data + DISCRIMINATOR_LEN);
+  bool ours = sol_pubkey_eq(&points->run, p->ka[1].key) && sol_pubkey_eq(&points->wallet, user->key);
+  return ours ? SUCCESS : ERR_WRONG_PDA;
+}
+
+uint64_t credit_points(const SolParameters *p, uint64_t at, uint64_t amount) {
+  if (amount == 0) return SUCCESS;
+  SolAccountInfo *user = &p->ka[0], *account = &p->ka[at];
+  const SolPubkey *run = p->ka[1].key;
+  if (account->data_len == 0) {
+    SolSignerSeed seeds[4] = {{(const uint8_t *)POINTS_SEED, sizeof(POINTS_SEED) - 1},
+                              {run->x, SIZE_PUBKEY},
+                              {user->key->x, SIZE_PUBKEY},
+                              {NULL, 1}};
+    SolPubkey expected;
+    uint8_t bump;
+    TRY(sol_try_find_program_address(seeds, 3, p->program_id, &expected, &bump));
+    if (!sol_pubkey_eq(&expected, account->key)) return ERR_WRONG_PDA;
+    seeds[3].addr = &bump;
+    SolSignerSeeds signer = {seeds, 4};
+    NewPda pda = {p, user, account, &p->ka[at + 1], &signer};
+    TRY(create_pda(&pda, POINTS_ACCOUNT_SIZE));
+    sol_put_u64(account->data, ACCOUNT_POINTS);
+    Points *fresh = (Points *)(account->data + DISCRIMINATOR_LEN);
+    fresh->bump = bump;
+    fresh->run = *run;
+    fresh->wallet = *user->key;
+  }
+  Points *points = (Points *)(account->data + DISCRIMINATOR_LEN);
+  points->points = sol_sat_add_u64(points->points, amount);
+  PointsClaimed event = {*run, *user->key, amount, points->points};
+  coord_emit(EVENT_POINTS_CLAIMED, &event, sizeof(event));
+  return SUCCESS;
+}
