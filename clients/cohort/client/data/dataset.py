@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .batch import BatchId
+from .layout import SequenceLayout
 
 
 @dataclass
@@ -25,28 +26,17 @@ class TokenDataset:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.seq_len < 2:
-            raise ValueError(f"seq_len must be >= 2, got {self.seq_len}")
-        if not 0.0 < self.heldout_fraction < 1.0:
-            raise ValueError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction}")
-        n = len(self.tokens) // self.seq_len
-        n_heldout = max(1, int(n * self.heldout_fraction))
-        if n - n_heldout < 1:
-            raise ValueError(
-                f"{len(self.tokens)} tokens are too few for sequences of {self.seq_len}"
-            )
+        self.layout = SequenceLayout(len(self.tokens), self.seq_len, self.heldout_fraction, self.seed)
+        n = self.layout.n_sequences
         sequences = torch.from_numpy(
             np.ascontiguousarray(self.tokens[: n * self.seq_len], dtype=np.int64)
         ).view(n, self.seq_len)
-        self.train = sequences[: n - n_heldout]
-        self.heldout = sequences[n - n_heldout :]
-        generator = torch.Generator().manual_seed(self.seed)
-        self._order = torch.randperm(len(self.train), generator=generator)
+        self.train = sequences[: self.layout.n_train]
+        self.heldout = sequences[self.layout.n_train :]
 
     def sequences(self, batch: BatchId) -> torch.Tensor:
         """The training sequences with global indices [batch.start, batch.end) (the stream wraps)."""
-        index = torch.arange(batch.start, batch.end) % len(self.train)
-        return self.train[self._order[index]]
+        return self.train[self.layout.rows(batch)]
 
     def heldout_batches(
         self, batch_size: int, max_sequences: int | None = None

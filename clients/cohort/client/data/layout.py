@@ -57,11 +57,14 @@ class SequenceLayout:
 
     def offsets(self, batch: BatchId, split: Split = "train") -> np.ndarray:
         """The first token of each sequence of `batch` (int64, in batch order)."""
+        return (self.rows(batch, split) * self.seq_len).numpy()
+
+    def rows(self, batch: BatchId, split: Split = "train") -> torch.Tensor:
+        """The stream sequence number of each sequence of `batch` (int64, in batch order)."""
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if len(batch) > MAX_BATCH_SEQUENCES:
             raise ValueError(f"a batch of {len(batch)} sequences exceeds {MAX_BATCH_SEQUENCES}")
         n = self.size(split)
         index = (torch.arange(len(batch), dtype=torch.int64) + batch.start % n) % n  # ids < 2**64
-        sequence = self.order[index] if split == "train" else index + self.n_train
-        return (sequence * self.seq_len).numpy()
+        return self.order[index] if split == "train" else index + self.n_train

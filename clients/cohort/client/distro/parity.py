@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from ..data import ByteTokenizer, TokenDataset, load_corpus
-from ..model import build_model, evaluate, llama_config, lm_loss, parameter_digest
+from ..model import build_model, config_for, evaluate, llama_config, lm_loss, parameter_digest
 from .config import DistroConfig
 from .reference import train_adamw
 from .schedule import Cosine
@@ -24,7 +26,9 @@ from .simulator import DataParallelSimulator
 
 @dataclass(frozen=True)
 class ParitySetup:
-    model: str = "tiny"
+    model: str = "tiny"  # a Llama preset of cohort.client.model.PRESETS, unless hf_config is set
+    architecture: str = "HfLlama"  # with hf_config: any architecture of cohort.client.model
+    hf_config: Mapping[str, Any] | None = None
     corpus: str = "kjv"
     seq_len: int = 64
     replicas: int = 4
@@ -80,7 +84,11 @@ def run_parity(
         tokenizer.encode(load_corpus(setup.corpus)), setup.seq_len, seed=setup.seed
     )
     heldout = dataset.heldout_batches(64, setup.eval_sequences)
-    config = llama_config(setup.model, vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len)
+    if setup.hf_config is None:
+        config = llama_config(setup.model, vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len)
+    else:
+        config = config_for(setup.architecture, setup.hf_config,
+                            vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len)
     curves = {}
     for name in contenders:
         curve = Curve(name)
@@ -90,7 +98,7 @@ def run_parity(
         def hook(step: int, models: list[torch.nn.Module], curve: Curve = curve) -> None:
             if setup.eval_every and (step + 1) % setup.eval_every == 0 and step + 1 < setup.steps:
                 curve.steps.append(step + 1)
-                curve.heldout.append(evaluate(models[0], heldout))
+                curve.heldout.append(evaluate(models[0], heldout).loss)
 
         started = time.perf_counter()
         if name == "adamw":
@@ -111,7 +119,7 @@ def run_parity(
             curve.replica_digests = len({parameter_digest(m) for m in models})
         curve.seconds = time.perf_counter() - started
         curve.train = [r.train_loss for r in log.steps]
-        curve.final = evaluate(models[0], heldout)
+        curve.final = evaluate(models[0], heldout).loss
         curve.steps.append(setup.steps)
         curve.heldout.append(curve.final)
         curves[name] = curve

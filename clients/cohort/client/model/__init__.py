@@ -4,7 +4,8 @@ their loss, held-out evaluation and weight digests."""
 from .architectures import ARCHITECTURES, config_for
 from .build import build_model
 from .digest import parameter_digest
+from .evaluation import EvalResult, evaluate
 from .llama import PRESETS, llama_config
-from .loss import evaluate, lm_loss
+from .loss import lm_loss
 
-__all__ = ["ARCHITECTURES", "PRESETS", "build_model", "config_for", "evaluate", "llama_config", "lm_loss", "parameter_digest"]
+__all__ = ["ARCHITECTURES", "PRESETS", "EvalResult", "build_model", "config_for", "evaluate", "llama_config", "lm_loss", "parameter_digest"]
