@@ -277,3 +277,39 @@ def test_lamports_sent_to_an_authorization_address_do_not_block_the_grant(chain,
     auth = chain.idl.decode_account("JoinAuthorization", chain.account_bytes(address))
     assert auth["allowed"] and auth["grantee"] == grantee.pubkey()
     chain.join(grantee, run, authorization=address)
+
+
+def test_a_join_during_warmup_is_refused_not_lost(chain):
+    """The earlier program accepted it (ClientJoined, fee paid), and the epoch's first round then voided
+    it: the wallet was in no epoch. Now it is refused by name and the wallet joins once training runs."""
+    config = make_config(2)
+    _, run = open_run(chain, config)
+    members = [chain.wallet() for _ in range(2)]
+    begin_warmup(chain, run, members, config)
+    late = chain.wallet()
+    assert chain.join_fails(late, run) == "JoinDuringWarmup"
+    chain.call("warmup_witness", members[0], run, {"index": 0})
+    start_pending_round(chain, run, members[0])
+    chain.join(late, run)
+    assert pending_signers(chain.state(run)) == [late.pubkey()]
+
+
+def test_closing_a_join_authorization_refunds_it_and_withdraws_the_join(chain, gated):
+    join_authority, run = gated
+    grantee = chain.wallet()
+    address = authorize(chain, join_authority, run, grantee.pubkey())
+    chain.join(grantee, run, authorization=address)
+    rent = chain.svm.get_account(address).lamports
+    balance = chain.svm.get_balance(join_authority.pubkey())
+    accounts = {"join_authority": join_authority.pubkey(), "run": run, "authorization": address}
+    for stranger in (chain.wallet(), chain.run_authority):
+        impostor = accounts | {"join_authority": stranger.pubkey()}
+        ix = chain.ix("close_join_authorization", impostor)
+        assert chain.send_fails([ix], [stranger], address).name == "Unauthorized"
+    chain.send([chain.ix("close_join_authorization", accounts)], [join_authority])
+    assert chain.account_bytes(address) is None
+    assert chain.svm.get_balance(join_authority.pubkey()) == balance + rent  # the harness payer pays fees
+    assert pending_signers(chain.state(run)) == []
+    assert chain.join_fails(grantee, run, authorization=address) == "JoinNotAuthorized"
+    ix = chain.ix("close_join_authorization", accounts)
+    assert chain.send_fails([ix], [join_authority], run).name == "WrongAccountOwner"
