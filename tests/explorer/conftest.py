@@ -43,6 +43,7 @@ class Chain:
     program_keypair: Path
     elf: bytes
     client: RunClient
+    metrics = staticmethod(metrics)
 
     async def create_run(self, run_id: str, client: RunClient | None = None, **metadata: str) -> RunFile:
         """A run from the example config with another id (and metadata fields replaced)."""

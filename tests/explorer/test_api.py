@@ -120,6 +120,9 @@ async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
         assert page.headers["X-Content-Type-Options"] == "nosniff"
         assert (await http.get("/static/..%2Fstore.py")).status_code == 404
         assert (await http.get("/static/nope.js")).status_code == 404
+        rebound = await http.get("/api/runs", headers={"Host": "attacker.example"})
+        assert rebound.status_code == 421 and "Host" in rebound.json()["error"]
+        assert (await http.get("/api/runs", headers={"Host": "localhost:1234"})).status_code == 200
 
 
 def test_a_chart_of_100k_steps_is_served_as_a_readable_1000_points(tmp_path):

@@ -60,9 +60,11 @@ async def start_epoch(
     config = run.config
     for wallet in members:
         await client.join_run(wallet, run_id, Keypair())
-    await warp(client, config.waiting_for_members_extra_time)
-    await client.tick(members[0], run_id)
     run = await state()
+    if run.state == RunState.WaitingForMembers:  # a join after the wait ran out starts the epoch itself
+        await warp(client, config.waiting_for_members_extra_time)
+        await client.tick(members[0], run_id)
+        run = await state()
     by_signer = {bytes(m.pubkey()): m for m in members}
     for c in run.clients[: config.witness_nodes]:
         await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)

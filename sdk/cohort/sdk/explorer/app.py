@@ -78,7 +78,9 @@ class Explorer:
                 "the explorer listens on %s, not only on this machine: anyone who can reach it "
                 "sees every indexed run", self.host,
             )  # fmt: skip
-        app = make_app(self.store, lambda: self.indexer.status, self.feed, self.cluster_url)
+        local = frozenset({"localhost", "127.0.0.1", "[::1]", self.host.lower()})
+        allowed = local if is_loopback(self.host) else None
+        app = make_app(self.store, lambda: self.indexer.status, self.feed, self.cluster_url, allowed)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

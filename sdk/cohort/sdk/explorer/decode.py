@@ -151,9 +151,9 @@ def decode_transaction(
         raw, encoding = result["transaction"]
         if encoding != "base64":
             raise ValueError(f"expected a base64 transaction, got {encoding!r}")
-        tx = VersionedTransaction.from_bytes(base64.b64decode(raw))
+        tx = VersionedTransaction.from_bytes(base64.b64decode(raw, validate=True))
         slot = int(result["slot"])
-    except (KeyError, TypeError, binascii.Error) as e:
+    except (KeyError, TypeError, ValueError) as e:  # binascii.Error is a ValueError
         raise ValueError(f"transaction {signature}: malformed getTransaction answer ({e})") from e
     err = meta.get("err")
     keys = _account_keys(tx, meta)

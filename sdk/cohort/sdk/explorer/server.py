@@ -76,26 +76,41 @@ def _json(body: dict[str, Any], status: int = 200) -> web.Response:
     )
 
 
-@web.middleware
-async def _headers(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        response = await handler(request)
-    except web.HTTPException as e:
-        if not request.path.startswith("/api/"):
-            raise
-        response = _json({"error": e.reason or "error"}, e.status)
-    response.headers.setdefault("Content-Security-Policy", _CSP)
-    response.headers.setdefault("X-Content-Type-Options", "nosniff")
-    response.headers.setdefault("Referrer-Policy", "no-referrer")
-    response.headers.setdefault("X-Frame-Options", "DENY")
-    return response
+def _guard(allowed_hosts: frozenset[str] | None):
+    """Security headers on every answer; JSON errors under /api/; and, when serving loopback only, the
+    Host header must name this machine (a DNS-rebinding page cannot read the API)."""
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        host = (request.host or "").lower()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if allowed_hosts is not None and name not in allowed_hosts:
+            return _json({"error": f"unexpected Host header {host[:100]!r}"}, 421)
+        try:
+            response = await handler(request)
+        except web.HTTPException as e:
+            if not request.path.startswith("/api/"):
+                raise
+            response = _json({"error": e.reason or "error"}, e.status)
+        response.headers.setdefault("Content-Security-Policy", _CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        return response
+
+    return middleware
 
 
 def make_app(
-    store: Store, status: Callable[[], IndexerStatus], feed: ChangeFeed, cluster_url: str
+    store: Store,
+    status: Callable[[], IndexerStatus],
+    feed: ChangeFeed,
+    cluster_url: str,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> web.Application:
+    """The explorer's routes. `allowed_hosts`: Host header names accepted (None: any)."""
     async def answer(build: Callable[[], dict[str, Any]]) -> web.Response:
         try:
             return _json(build())
@@ -166,7 +181,7 @@ def make_app(
     async def api_unknown(request: web.Request) -> web.Response:
         return _json({"error": f"no API endpoint {request.path[:100]}"}, 404)
 
-    app = web.Application(middlewares=[_headers], client_max_size=64 * 1024)
+    app = web.Application(middlewares=[_guard(allowed_hosts)], client_max_size=64 * 1024)
     app.router.add_get("/api/runs", runs)
     app.router.add_get("/api/status", indexer_status)
     app.router.add_get("/api/stream", stream)
