@@ -26,6 +26,16 @@ if ! command -v clang-19 >/dev/null && ! command -v "${COHORT_CLANG:-clang-19}" 
   apt_install clang-19 || { say "clang-19 unavailable, falling back to clang-14"; apt_install clang-14; }
 fi
 if ! command -v cc >/dev/null; then say "installing a host C compiler"; apt_install gcc libc6-dev; fi
+# A real browser for the explorer's page tests: Debian's chromium, driven by playwright (which never
+# downloads a browser of its own here). Without it that one test is skipped, and says so.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null; then
+    say "installing chromium (the explorer's browser test)"
+    apt_install chromium fonts-dejavu-core || say "chromium unavailable: the explorer's browser test will be SKIPPED"
+  else
+    say "no root to install chromium: the explorer's browser test will be SKIPPED"
+  fi
+fi
 
 # 2. Python 3.11+ with venv.
 PYTHON="${PYTHON:-python3}"
