@@ -40,6 +40,10 @@ def test_authorize_and_revoke(workspace, helpers, tmp_path: Path):
     assert result.exit_code == 0 and "revoked" in result.output, result.output
     assert authorization(ws, run_address, grantee)["allowed"] is False
 
+    result = ws.cli("run", "authorize", "gated-run", str(grantee), "--close")
+    assert result.exit_code == 0 and "closed" in result.output, result.output
+    assert authorization(ws, run_address, grantee) is None
+
 
 def test_authorize_bad_input_is_one_line(workspace, helpers):
     assert "not a base58 address" in helpers.one_error_line(

@@ -225,24 +225,63 @@ def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
 @click.option(
     "--revoke", is_flag=True, help="Withdraw the permission (and the wallet's pending join)."
 )
+@click.option(
+    "--close", "close_account", is_flag=True,
+    help="Revoke by closing the permission's account; its rent goes back to the join authority.",
+)  # fmt: skip
 @chain_options
-def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool) -> None:
+def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool, close_account: bool) -> None:
     """Let WALLET join RUN (runs whose join_policy is Authorized); signed by the join authority."""
-    from solders.pubkey import Pubkey
-
     join_authority = settings.keypair()
-    try:
-        grantee = Pubkey.from_string(wallet_address)
-    except ValueError:
-        raise ConfigError(f"WALLET {wallet_address!r} is not a base58 address") from None
+    grantee = _wallet_address(wallet_address)
 
     async def body(client, core):
         state = await client.fetch_run(run_ref)
-        await client.set_join_authorization(join_authority, state.address, grantee, allowed=not revoke)
+        if close_account:
+            await client.close_join_authorization(join_authority, state.address, grantee)
+        else:
+            await client.set_join_authorization(join_authority, state.address, grantee, allowed=not revoke)
         return state
 
     state = run(_with_client(settings, body))
-    click.echo(f"{'revoked' if revoke else 'authorized'} {grantee} for run {run_ref}")
+    done = "closed the authorization of" if close_account else "revoked" if revoke else "authorized"
+    click.echo(f"{done} {grantee} for run {run_ref}")
     if state.config.join_policy == "Open":
         click.echo(f"note: run {run_ref} is Open (anyone may join), so this has no effect unless its "
                    'join_policy becomes "Authorized" (`cohort run update`)')  # fmt: skip
+
+
+def _wallet_address(text: str):
+    from solders.pubkey import Pubkey
+
+    try:
+        return Pubkey.from_string(text)
+    except ValueError:
+        raise ConfigError(f"WALLET {text!r} is not a base58 address") from None
+
+
+@run_group.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("wallet_address", metavar="WALLET", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@chain_options
+def points(settings: Settings, run_ref: str, wallet_address: str | None, as_json: bool) -> None:
+    """Show the reward points of WALLET (default: every wallet) in RUN: claimed ones (kept in the wallet's
+    Points account, they outlive leaving the run) and unclaimed ones (still in the run's registry)."""
+    wallet = _wallet_address(wallet_address) if wallet_address else None
+
+    async def body(client, core):
+        return await client.points(run_ref, wallet)
+
+    rows = [{"wallet": str(p.wallet), "claimed": p.claimed, "unclaimed": p.unclaimed, "total": p.total}
+            for p in run(_with_client(settings, body))]  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"no points in run {run_ref} yet")
+        return
+    table = Table("wallet", "claimed", "unclaimed", "total")
+    for r in rows:
+        table.add_row(r["wallet"], str(r["claimed"]), str(r["unclaimed"]), str(r["total"]))
+    Console().print(table)
