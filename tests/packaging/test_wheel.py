@@ -128,6 +128,8 @@ def test_every_command_loads_and_training_ones_say_what_they_need(installed):
     for command in ("deploy", "localnet", "run", "wallet", "explorer"):
         assert command in top
         cohort(installed, command, "--help")
+    built = cohort(installed, "build", check=False)
+    assert built.returncode == 1 and "carries them built" in built.stderr, built.stderr
     for command in ("train", "data"):
         if command in top:
             done = cohort(installed, command, check=False)

@@ -200,3 +200,31 @@ def test_adaptive_limit_halves_once_per_burst_and_grows_back():
     for _ in range(1000):
         limit.succeeded()
     assert limit.limit == 16  # never above where it started
+
+
+def test_a_deploy_cut_off_part_way_says_how_to_resume_or_refund(
+    workspace, helpers, rpc_proxy, tmp_path
+):
+    sends = [0]
+
+    def dies_after_some_writes(method: str, n: int) -> web.Response | None:
+        if method == "sendTransaction":
+            sends[0] += 1
+            if sends[0] > 10:
+                return web.Response(status=503, text="down")
+        return None
+
+    proxy = rpc_proxy(dies_after_some_writes)
+    wallet, _ = funded(workspace, "cut-off-deployer")
+    keypair = tmp_path / "cut-off-keypair.json"
+    line = helpers.one_error_line(workspace.cli(
+        "deploy", "--no-build", "--cluster", proxy.url, "-k", str(wallet), "--program-keypair",
+        str(keypair), "--concurrency", "2",
+    ))  # fmt: skip
+    assert "cannot reach the RPC" in line and "run the same deploy again to resume" in line
+    assert "cohort deploy --close-buffers" in line
+    buffer = load_keypair(buffer_keypair_path(keypair)).pubkey()
+    assert account(workspace, buffer) is not None  # kept, and refundable:
+    result = workspace.cli("deploy", "--close-buffers", "-k", str(wallet))
+    assert result.exit_code == 0 and "closed 1 buffer(s)" in result.output, result.output
+    assert account(workspace, buffer) is None

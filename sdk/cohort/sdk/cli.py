@@ -72,6 +72,12 @@ def build_command(programs: tuple[str, ...], force: bool) -> None:
     """Build the Solana programs under contracts/ (SBF .so and host library)."""
     from cohort.sbf import build
 
+    from .artifacts import in_checkout
+
+    if not in_checkout():
+        raise click.ClickException(
+            "`cohort build` compiles the programs of a source checkout; this install carries them built"
+        )
     try:
         build.build_all(list(programs) or None, force=force, log=click.echo)
     except build.BuildError as e:

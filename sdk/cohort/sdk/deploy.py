@@ -21,7 +21,7 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from . import loader_v3
-from .errors import InsufficientFunds, TransactionFailed
+from .errors import CohortError, InsufficientFunds, ProgramError, TransactionFailed
 from .pacing import AdaptiveLimit
 from .rpc import Rpc
 from .wallet import load_keypair, load_or_create_keypair, sol
@@ -184,16 +184,13 @@ async def deploy_program(
             f"wallet {payer.pubkey()} holds {sol(cost.balance)}; deploying {len(elf)} bytes needs about "
             f"{sol(cost.needed)} (fund it, e.g. `cohort wallet airdrop`)"
         )
-    refunded = 0
     if state.stale_lamports:
         # a buffer of another ELF size: refund it, then start over with a fresh one
         await rpc.send([loader_v3.close_buffer(buffer.pubkey(), payer.pubkey(), payer.pubkey())], payer)
-        refunded = state.stale_lamports
         buffer_path.unlink()
         buffer = load_or_create_keypair(buffer_path)
 
     held = state.held
-    size = loader_v3.BUFFER_HEADER + len(elf)
     if held is None:
         if await rpc.account_data(buffer.pubkey()) is not None:
             buffer_path.unlink()  # not ours to write (another authority): use a fresh keypair
@@ -203,6 +200,31 @@ async def deploy_program(
         )
         await rpc.send(create, payer, [buffer])
         held = bytes(len(elf))
+    try:
+        result = await _write_and_deploy(
+            rpc, payer, elf, program, buffer, held, state, cost, progress, concurrency, started
+        )
+    except ProgramError:
+        raise  # the program refused the deploy itself; the error says why
+    except TransactionFailed as e:
+        raise TransactionFailed(f"{e}{_BUFFER_KEPT}", e.logs) from None
+    except CohortError as e:
+        raise type(e)(f"{e}{_BUFFER_KEPT}") from None
+    buffer_path.unlink(missing_ok=True)  # the buffer is consumed; a later deploy starts a new one
+    return result
+
+
+# a deploy that failed part way keeps its buffer, with what was written and its rent
+_BUFFER_KEPT = ("; the buffer written so far is kept: run the same deploy again to resume, "
+                "or `cohort deploy --close-buffers` to refund its rent")  # fmt: skip
+
+
+async def _write_and_deploy(
+    rpc: Rpc, payer: Keypair, elf: bytes, program: Keypair, buffer: Keypair, held: bytes,
+    state: _State, cost: DeployCost, progress: Callable[[int, int], None] | None, concurrency: int,
+    started: float,
+) -> DeployResult:  # fmt: skip
+    size = loader_v3.BUFFER_HEADER + len(elf)
     writes = loader_v3.plan_writes(elf, loader_v3.max_write_chunk(payer.pubkey(), payer.pubkey()))
     todo = [w for w in writes if held[w.offset : w.offset + len(w.chunk)] != w.chunk]
     skipped = len(writes) - len(todo)
@@ -243,10 +265,9 @@ async def deploy_program(
             cost.program_rent, 2 * len(elf),
         )  # fmt: skip
         await rpc.send(finish, payer, [program])
-    buffer_path.unlink(missing_ok=True)  # the buffer is consumed; a later deploy starts a new one
     return DeployResult(
         program.pubkey(), state.upgrade, len(elf), len(todo), skipped,
-        time.perf_counter() - started, limit.lowest, limit.throttles, refunded,
+        time.perf_counter() - started, limit.lowest, limit.throttles, state.stale_lamports,
     )  # fmt: skip
 
 
