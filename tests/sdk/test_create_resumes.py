@@ -30,7 +30,7 @@ def dies_after_sends(sends: int):
 def test_a_create_cut_off_half_way_is_completed_by_the_next(workspace, helpers, rpc_proxy, tmp_path):
     ws = workspace
     config = helpers.config_copy(tmp_path, "resumed-run")
-    proxy = rpc_proxy(dies_after_sends(2))  # the account is created and its config sent; no model yet
+    proxy = rpc_proxy(dies_after_sends(1))  # the account is created; its config is not sent yet
     line = helpers.one_error_line(ws.cli("run", "create", str(config), "--cluster", proxy.url,
                                          "--program-id", str(ws.program_id)))  # fmt: skip
     assert "cannot reach the RPC" in line and "HTTP 503" in line
@@ -41,14 +41,24 @@ def test_a_create_cut_off_half_way_is_completed_by_the_next(workspace, helpers, 
     result = ws.cli("run", "create", str(config), "--program-id", str(ws.program_id))
     assert result.exit_code == 0, result.output
     assert "created run resumed-run" in result.output and "open for members" in result.output
-    # only what is missing: model, metadata, open (no second account, no config again; no checkpointers)
-    assert ws.localnet.transaction_count() - before == 3
+    # only what is missing: config, model and metadata in one transaction, then open (no second account)
+    assert ws.localnet.transaction_count() - before == 2
     done = status(ws, "resumed-run")
     assert done["address"] == half["address"]
     assert (done["phase"], done["name"], done["total_steps"]) == (
         "WaitingForMembers", "KJV Llama 20M", 2000
     )  # fmt: skip
     assert done["checkpoint"]["repo"] == "cohort/llama-20m"
+
+
+def test_a_create_is_three_transactions(workspace, helpers, tmp_path):
+    """Account + RunIndex, then config + model + metadata (one packet, all or nothing), then open."""
+    config = helpers.config_copy(tmp_path, "three-transactions")
+    before = workspace.localnet.transaction_count()
+    result = workspace.cli("run", "create", str(config), "--program-id", str(workspace.program_id))
+    assert result.exit_code == 0, result.output
+    assert workspace.localnet.transaction_count() - before == 3
+    assert status(workspace, "three-transactions")["name"] == "KJV Llama 20M"
 
 
 def test_a_live_run_or_another_authoritys_run_is_still_refused(workspace, helpers, tmp_path):

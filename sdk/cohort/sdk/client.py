@@ -22,7 +22,7 @@ from .errors import ConfigError, InsufficientFunds, RunExists, RunNotFound
 from .idl import Idl, IdlError
 from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
 from .models import Checkpoint, Progress, Run, RunState, WalletPoints, to_idl
-from .rpc import Rpc
+from .rpc import Rpc, pack_instructions
 from .run_config import RunFile
 from .wallet import sol
 
@@ -195,7 +195,8 @@ class RunClient:
         only the parts that differ from the run's (the program refuses a no-op as NoChange), so a create cut
         off half way resumes where it stopped. Returns how many transactions were sent.
 
-        The parts the program accepts only while halted go first, so a refused update changes nothing."""
+        The parts go in as few transactions as fit a packet (each one all or nothing), and the parts the
+        program accepts only while halted go first, so a refused update changes nothing."""
         state = await self.fetch_run(run)
         progress = progress or state.progress
         padded = self._padded_checkpointers
@@ -210,12 +211,12 @@ class RunClient:
             ("set_checkpointers", {"checkpointers": padded(run_file.checkpointers)},
              padded(run_file.checkpointers) == padded(state.checkpointers)),
         ]  # fmt: skip
-        sent = 0
-        for name, args, unchanged in parts:
-            if not unchanged:
-                await self._as_authority(name, authority, state.address, args, payer)
-                sent += 1
-        return sent
+        accounts = {"authority": authority.pubkey(), "run": state.address}
+        changed = [self.instruction(name, accounts, args) for name, args, same in parts if not same]
+        groups = pack_instructions(changed, (payer or authority).pubkey())
+        for group in groups:
+            await self._send(group, authority, payer=payer)
+        return len(groups)
 
     def _same(self, type_name: str, a: Any, b: Any) -> bool:
         """Equal as the chain stores them (f32 fields compared after rounding, text after padding)."""

@@ -11,15 +11,13 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from solders.hash import Hash
 from solders.instruction import AccountMeta, Instruction
 from solders.keypair import Keypair
-from solders.message import Message
 from solders.pubkey import Pubkey
-from solders.signature import Signature
 from solders.system_program import CreateAccountParams, create_account
 from solders.sysvar import CLOCK, RENT
-from solders.transaction import Transaction
+
+from .rpc import MAX_PACKET, transaction_size
 
 LOADER_V3 = Pubkey.from_string("BPFLoaderUpgradeab1e11111111111111111111111")
 SYSTEM_PROGRAM = Pubkey.from_string("11111111111111111111111111111111")
@@ -27,7 +25,6 @@ SYSTEM_PROGRAM = Pubkey.from_string("11111111111111111111111111111111")
 BUFFER_HEADER = 37  # u32 tag 1 | Option<Pubkey> authority
 PROGRAM_SIZE = 36  # u32 tag 2 | programdata address
 PROGRAMDATA_HEADER = 45  # u32 tag 3 | u64 deploy slot | Option<Pubkey> authority
-MAX_PACKET = 1232  # bytes of one serialized transaction
 
 _INITIALIZE_BUFFER, _WRITE, _DEPLOY_WITH_MAX_DATA_LEN, _UPGRADE = 0, 1, 2, 3
 _SET_AUTHORITY, _CLOSE = 4, 5
@@ -138,10 +135,7 @@ def max_write_chunk(payer: Pubkey, authority: Pubkey) -> int:
     # long enough that the data length takes its 2-byte compact-u16 form, as real chunks do
     probe_len = 256
     probe = write(Pubkey.default(), authority, 0, bytes(probe_len))
-    message = Message.new_with_blockhash([probe], payer, Hash.default())
-    signers = message.header.num_required_signatures
-    tx = Transaction.populate(message, [Signature.default()] * signers)
-    return MAX_PACKET - (len(bytes(tx)) - probe_len)
+    return MAX_PACKET - (transaction_size([probe], payer) - probe_len)
 
 
 @dataclass(frozen=True)

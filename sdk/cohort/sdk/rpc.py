@@ -461,5 +461,28 @@ class Rpc:
         return await self.call(method, request)
 
 
+MAX_PACKET = 1232  # bytes of one serialized transaction
+
+
+def transaction_size(instructions: Sequence[Instruction], payer: Pubkey) -> int:
+    """Bytes of the signed legacy transaction these instructions make (signatures included)."""
+    from solders.hash import Hash
+
+    message = Message.new_with_blockhash(list(instructions), payer, Hash.default())
+    signatures = [Signature.default()] * message.header.num_required_signatures
+    return len(bytes(Transaction.populate(message, signatures)))
+
+
+def pack_instructions(instructions: Sequence[Instruction], payer: Pubkey) -> list[list[Instruction]]:
+    """Consecutive instructions grouped into as few transactions as fit one packet each, order kept."""
+    groups: list[list[Instruction]] = []
+    for ix in instructions:
+        if groups and transaction_size([*groups[-1], ix], payer) <= MAX_PACKET:
+            groups[-1].append(ix)
+        else:
+            groups.append([ix])
+    return groups
+
+
 def _commitment_level(commitment: Commitment):
     return _COMMITMENT_TO_SOLDERS[commitment]
