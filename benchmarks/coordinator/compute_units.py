@@ -55,10 +55,17 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         record("join_run", chain.join(wallet, run))
     chain.advance(config["waiting_for_members_extra_time"])
     record("tick (start epoch)", chain.call("tick", members[0], run))
+
+    def start_round() -> None:
+        """The round's inputs froze in the previous slot: a tick now starts it with its seed."""
+        chain.next_slot()
+        record("tick (start round: seed)", chain.call("tick", members[0], run))
+
     for index in range(config["witness_nodes"]):
         record(
             "warmup_witness", chain.call("warmup_witness", members[index], run, {"index": index})
         )
+    start_round()
 
     def play_round(participants: bytes) -> None:
         state = chain.state(run)
@@ -73,7 +80,8 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
                     "metadata": {"loss": 1.0, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 1}}  # fmt: skip
             record("witness", chain.call("witness", wallet, run, args))
         chain.advance(config["round_witness_time"])
-        record("tick (end round)", chain.call("tick", members[0], run))
+        record("tick (end round: freeze)", chain.call("tick", members[0], run))
+        start_round()
 
     everyone = b"\xff" * 32
     missing_last = bytearray(everyone)
@@ -101,7 +109,14 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     record("tick (end round -> cooldown)", chain.call("tick", members[0], run))
     chain.advance(config["cooldown_time"])
     record("tick (end epoch)", chain.call("tick", members[0], run))
-    assert chain.state(run)["run_state"] == "Paused"
+    state = chain.state(run)
+    assert state["run_state"] == "Paused"
+    for entry in state["registry"][: state["registry_len"]]:
+        entry["earned"] = 5  # the last round had no witnesses, so nobody earned: give them points to move
+    chain.write_run(run, state)
+    record("claim_points (creates Points)", chain.call("claim_points", members[2], run))
+    record("exit_run (creates Points)", chain.call("exit_run", members[3], run))
+    record("close_join_authorization", chain.send([chain.ix("close_join_authorization", grant)], [authority]))
     index_key = chain.run_index_address(b"test-run")
     record(
         "close_run",

@@ -10,7 +10,6 @@ import math
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
-from support.scripted_run import start_pending_round
 
 from cohort.sdk.client import RunClient
 from cohort.sdk.idl import Idl, IdlError
@@ -135,7 +134,7 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         run = await client.fetch_run("decoded")
         for c in run.clients[: run.config.witness_nodes]:
             await client.warmup_witness(by_signer[c.signer], "decoded", c.index)
-        await start_pending_round(client, members[0], "decoded")
+        await client.start_pending_round(members[0], "decoded")
         run = await client.fetch_run("decoded")
 
         # the IDL view of the program's bytes
@@ -177,7 +176,7 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         after = await client.fetch_run("decoded")
         assert forecast.next_state == after.state == RunState.RoundWitness and after.seed_pending
         assert forecast_tick(core, after, await rpc.unix_time()).next_state == RunState.RoundTrain
-        await start_pending_round(client, members[0], "decoded")
+        await client.start_pending_round(members[0], "decoded")
         after = await client.fetch_run("decoded")
         assert after.state == RunState.RoundTrain
         assert forecast_tick(core, after, await rpc.unix_time()).error == "NothingToTick"

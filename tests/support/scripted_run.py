@@ -4,35 +4,16 @@ phase without training clients."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from solders.keypair import Keypair
 
 from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore
-from cohort.sdk.errors import ProgramError
 from cohort.sdk.models import Run, RunState
 from cohort.sdk.predict import elected_witnesses
 
 _BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results
-
-
-async def start_pending_round(client: RunClient, wallet: Keypair, run_id: str, attempts: int = 50) -> bool:
-    """When the next round's inputs are frozen, tick until it starts: the program takes its seed from the
-    hash of the slot they froze in, so a tick in that same slot is refused (SeedPending) and retried a
-    slot later. Returns whether a round was pending."""
-    if not (await client.fetch_run(run_id)).seed_pending:
-        return False
-    for _ in range(attempts):
-        try:
-            await client.tick(wallet, run_id)
-            return True
-        except ProgramError as e:
-            if e.name != "SeedPending":
-                raise
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the pending round of {run_id} did not start after {attempts} ticks")
 
 
 async def warp(client: RunClient, seconds: int) -> None:
@@ -68,7 +49,7 @@ async def start_epoch(
     by_signer = {bytes(m.pubkey()): m for m in members}
     for c in run.clients[: config.witness_nodes]:
         await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
-    await start_pending_round(client, members[0], run_id)
+    await client.start_pending_round(members[0], run_id)
     return await state()
 
 
@@ -112,7 +93,7 @@ async def play_epoch(
         run = await state()  # all elected witnesses reported: RoundWitness at once
         await warp(client, config.round_witness_time)
         await client.tick(members[0], run_id)
-        await start_pending_round(client, members[0], run_id)
+        await client.start_pending_round(members[0], run_id)
         run = await state()
     await warp(client, config.cooldown_time)
     await client.tick(members[0], run_id)

@@ -18,7 +18,14 @@ from solders.pubkey import Pubkey
 from solders.system_program import CreateAccountParams, create_account
 
 from .coordinator_core import load_idl
-from .errors import ConfigError, InsufficientFunds, RunExists, RunNotFound
+from .errors import (
+    ConfigError,
+    InsufficientFunds,
+    ProgramError,
+    RunExists,
+    RunNotFound,
+    TransactionFailed,
+)
 from .idl import Idl, IdlError
 from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
 from .models import Checkpoint, Progress, Run, RunState, WalletPoints, to_idl
@@ -372,6 +379,23 @@ class RunClient:
 
     async def tick(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
         return await self._as_user("tick", user, run, payer=payer)
+
+    async def start_pending_round(self, user: Keypair, run: str | Pubkey, attempts: int = 50,
+                                  retry_delay: float = 0.1) -> Any:  # fmt: skip
+        """When the next round's inputs are frozen (Run.seed_pending), tick until it starts. Its seed is
+        the hash of the slot they froze in, so a tick in that same slot is refused (SeedPending) and is
+        retried every `retry_delay` seconds, at most `attempts` times. Returns the starting tick's
+        signature, or None when no round was pending."""
+        if not (await self.fetch_run(run)).seed_pending:
+            return None
+        for _ in range(attempts):
+            try:
+                return await self.tick(user, run)
+            except ProgramError as e:
+                if e.name != "SeedPending":
+                    raise
+            await asyncio.sleep(retry_delay)
+        raise TransactionFailed(f"the pending round of {run} did not start after {attempts} ticks")
 
     async def warmup_witness(self, user: Keypair, run: str | Pubkey, index: int,
                              payer: Keypair | None = None) -> Any:  # fmt: skip

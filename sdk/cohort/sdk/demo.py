@@ -57,6 +57,7 @@ async def play_epoch(
     by_signer = {bytes(m.pubkey()): m for m in members}
     for c in run.clients[: config.witness_nodes]:
         await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
+    await client.start_pending_round(members[0], run_id)  # the first round starts a slot later
     run = await state()
     await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
     core = CoordinatorCore(idl=client.idl)
@@ -71,6 +72,7 @@ async def play_epoch(
         run = await state()  # all elected witnesses reported: RoundWitness at once
         await warp(client, config.round_witness_time)
         await client.tick(members[0], run_id)
+        await client.start_pending_round(members[0], run_id)
         run = await state()
     await warp(client, config.cooldown_time)
     await client.tick(members[0], run_id)

@@ -53,7 +53,8 @@ uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, c
   const Client *c = index < run->epoch.clients_len ? &run->epoch.clients[index] : NULL;
   if (c == NULL || c->state != CLIENT_STATE_HEALTHY || !sol_pubkey_eq(&c->signer, signer)) return ERR_INVALID_WITNESS;
   uint64_t position = coord_witness_position(round, index);
-  if (position >= coord_witness_slots(run) || position != args->position) return ERR_INVALID_WITNESS;
+  if (position != args->position) return ERR_INVALID_WITNESS;
+  if (position >= run->config.witness_nodes && position >= coord_witness_slots(run)) return ERR_INVALID_WITNESS;
   if (already_witnessed(round, index)) return ERR_DUPLICATE_WITNESS;
   if (round->witnesses_len >= run->config.witness_nodes) return ERR_WITNESSES_FULL;
   Witness witness = {0};
