@@ -1,0 +1,27 @@
+"""DisTrO parity for the DeepSeek-V3 (MLA) tiny preset: 4 replicas vs AdamW on the same tokens."""
+
+import dataclasses
+
+import pytest
+
+from cohort.client.distro.parity import ParitySetup, run_parity
+from cohort.sdk.presets import MODEL_PRESETS
+
+MLA = dataclasses.replace(
+    ParitySetup(),  # the Llama parity test's setup: KJV bytes, seq 64, 4 x 8, 200 steps, 1-bit
+    architecture="HfDeepseek",
+    hf_config=MODEL_PRESETS["deepseek-tiny"].hf_config,
+)
+
+
+@pytest.mark.slow
+def test_distro_matches_adamw_on_the_mla_model():
+    report = run_parity(MLA, ("adamw", "distro"))
+    adamw, distro = report.curves["adamw"], report.curves["distro"]
+    print(
+        f"\nMLA held-out loss: AdamW {adamw.final:.4f}, DisTrO {distro.final:.4f} "
+        f"({distro.final / adamw.final:.3f}x), unigram {report.unigram:.4f}"
+    )
+    assert distro.replica_digests == 1, "replicas ended with different weights"
+    assert distro.final <= 1.15 * adamw.final
+    assert distro.final < 0.85 * report.unigram
