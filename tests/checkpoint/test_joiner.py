@@ -25,14 +25,15 @@ from cohort.client.model import parameter_digest
 from cohort.client.p2p import Manifest, NodeKey, P2PNode
 
 
-@pytest.fixture
-async def nodes():
-    """start(n) -> n HTTP P2P nodes on 127.0.0.1 that all know each other; closed after the test."""
+@pytest.fixture(params=["http", "iroh"])
+async def nodes(request):
+    """start(n) -> n P2P nodes on 127.0.0.1 that all know each other; closed after the test."""
+    make = P2PNode.http if request.param == "http" else P2PNode.iroh
     async with AsyncExitStack() as stack:
 
         async def start(n: int) -> list[P2PNode]:
             started = [
-                await stack.enter_async_context(P2PNode.http(NodeKey.generate(), "ckpt-run"))
+                await stack.enter_async_context(make(NodeKey.generate(), "ckpt-run"))
                 for _ in range(n)
             ]
             for node in started:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from support.tiny_models import tiny_model
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cohort.client.checkpoint import (
     CheckpointError,
@@ -22,6 +22,8 @@ from cohort.client.checkpoint import (
     manifest_hash,
     save_checkpoint,
 )
+from cohort.client.data import load_tokenizer, pydoc_text, train_bpe
+from cohort.client.data.prepare import pieces
 from cohort.client.model import parameter_digest
 
 TESTS = str(Path(__file__).resolve().parents[1])  # for subprocesses: tests/support
@@ -86,6 +88,14 @@ def test_manifest_hash_is_stable_across_processes_and_sees_one_byte(tmp_path):
     assert manifest_hash(info.path) != info.manifest_hash
     with pytest.raises(CheckpointError):
         load_checkpoint(info.path, info.manifest_hash)
+
+
+def test_tokenizer_files_travel_with_the_checkpoint(tmp_path, model):
+    bpe = train_bpe(pieces(pydoc_text()), 300)
+    info = save_checkpoint(model, tmp_path, run_id="r", step=1, epoch=0, tokenizer=bpe)
+    hf = AutoTokenizer.from_pretrained(info.path)
+    assert hf.encode("def main():") == bpe.encode("def main():").tolist()
+    assert load_tokenizer(info.path).vocab_size == 300
 
 
 class FailingTokenizer:
