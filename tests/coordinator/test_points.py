@@ -4,13 +4,7 @@
 from __future__ import annotations
 
 from solders.keypair import Keypair
-from support.coordinator_chain import (
-    begin_warmup,
-    make_config,
-    open_run,
-    play_round,
-    start_pending_round,
-)
+from support.coordinator_chain import make_config, open_run, play_epoch
 
 CONFIG = make_config(4, epoch_time=60)
 
@@ -21,27 +15,10 @@ def earned(chain, run, wallet) -> int:
     return next((e["earned"] for e in entries if e["signer"] == wallet.pubkey()), 0)
 
 
-def play_epoch(chain, core, run, wallets) -> None:
-    begin_warmup(chain, run, wallets, CONFIG)
-    by_key = {w.pubkey(): w for w in wallets}
-    members = [by_key[c["signer"]] for c in chain.state(run)["epoch"]["clients"][: len(wallets)]]
-    for index in range(CONFIG["witness_nodes"]):
-        chain.call("warmup_witness", members[index], run, {"index": index})
-    assert start_pending_round(chain, run, members[0])
-    for _ in range(20):
-        if chain.state(run)["run_state"] != "RoundTrain":
-            break
-        play_round(chain, core, run, members)
-    assert chain.state(run)["run_state"] == "Cooldown"
-    chain.advance(CONFIG["cooldown_time"])
-    chain.call("tick", members[0], run)
-    assert chain.state(run)["run_state"] == "WaitingForMembers"
-
-
 def test_points_are_kept_after_exit_and_claims_accumulate(chain, core):
     _, run = open_run(chain, CONFIG)
     members = [chain.wallet() for _ in range(4)]
-    play_epoch(chain, core, run, members)
+    play_epoch(chain, core, run, members, CONFIG)
     points = earned(chain, run, members[0])
     assert points > 0 and chain.points(run, members[0].pubkey()) is None
     result = chain.call("exit_run", members[0], run)
@@ -55,7 +32,7 @@ def test_points_are_kept_after_exit_and_claims_accumulate(chain, core):
     assert chain.points(run, members[1].pubkey()) == points and earned(chain, run, members[1]) == 0
     assert chain.fails("claim_points", members[1], run) == "NoChange"
     # the next epoch's points are added to the same account
-    play_epoch(chain, core, run, [*members[1:], chain.wallet()])
+    play_epoch(chain, core, run, [*members[1:], chain.wallet()], CONFIG)
     more = earned(chain, run, members[1])
     chain.call("exit_run", members[1], run)
     assert chain.points(run, members[1].pubkey()) == points + more
@@ -64,7 +41,7 @@ def test_points_are_kept_after_exit_and_claims_accumulate(chain, core):
 def test_the_points_account_must_be_the_wallets_own(chain, core):
     _, run = open_run(chain, CONFIG)
     members = [chain.wallet() for _ in range(4)]
-    play_epoch(chain, core, run, members)
+    play_epoch(chain, core, run, members, CONFIG)
     chain.call("claim_points", members[0], run)
     someone_elses = chain.points_address(run, members[0].pubkey())
     assert chain.fails("claim_points", members[1], run, points=someone_elses) == "WrongPda"

@@ -18,8 +18,7 @@ from support.coordinator_chain import (
     ProgramFailed,
     make_config,
     make_model,
-    play_round,
-    start_epoch,
+    play_epoch,
 )
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env, load_idl
@@ -269,15 +268,7 @@ def _setup(chain: Chain, twin: Twin) -> Pubkey:
 
 def _play_an_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, twin: Twin) -> None:
     """One successful epoch of the first three wallets, so the registry starts with points to claim."""
-    members = twin.wallets[:3]
-    start_epoch(chain, run, members, CONFIG)
-    for _ in range(40):
-        if chain.state(run)["run_state"] != "RoundTrain":
-            break
-        play_round(chain, core, run, members)
-    assert chain.state(run)["run_state"] == "Cooldown"
-    chain.advance(CONFIG["cooldown_time"])
-    chain.call("tick", members[0], run)
+    play_epoch(chain, core, run, twin.wallets[:3], CONFIG)
     assert chain.state(run)["registry"][0]["earned"] > 0
 
 

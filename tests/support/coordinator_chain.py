@@ -436,3 +436,22 @@ def open_run(
     run = chain.create_run(authority, **create)
     chain.open_run(authority, run, config, model)
     return authority, run
+
+
+def play_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, wallets: Sequence[Keypair], config: dict) -> None:
+    """`wallets` join and play a whole epoch (rounds until it times out) to the next WaitingForMembers,
+    so every healthy finisher earns points. Epoch indices follow the registry, not the order given."""
+    begin_warmup(chain, run, wallets, config)
+    by_key = {w.pubkey(): w for w in wallets}
+    members = [by_key[c["signer"]] for c in chain.state(run)["epoch"]["clients"][: len(wallets)]]
+    for index in range(config["witness_nodes"]):
+        chain.call("warmup_witness", members[index], run, {"index": index})
+    assert start_pending_round(chain, run, members[0])
+    for _ in range(100):
+        if chain.state(run)["run_state"] != "RoundTrain":
+            break
+        play_round(chain, core, run, members)
+    assert chain.state(run)["run_state"] == "Cooldown"
+    chain.advance(config["cooldown_time"])
+    chain.call("tick", members[0], run)
+    assert chain.state(run)["run_state"] == "WaitingForMembers"

@@ -227,16 +227,10 @@ __attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
   if (sol_pubkey_eq(run_account->key, index->key)) return ERR_DUPLICATE_ACCOUNT;
   if (!sol_is_system_program(p->ka[4].key)) return ERR_WRONG_PROGRAM;
 
-  SolSignerSeed seeds[3] = {{(const uint8_t *)RUN_SEED, sizeof(RUN_SEED) - 1}, {args->run_id, id_len}, {NULL, 1}};
-  SolPubkey expected;
+  SolSignerSeed seeds[3] = {{(const uint8_t *)RUN_SEED, sizeof(RUN_SEED) - 1}, {args->run_id, id_len}};
   uint8_t bump;
-  TRY(sol_try_find_program_address(seeds, 2, p->program_id, &expected, &bump));
-  if (!sol_pubkey_eq(&expected, index->key)) return ERR_WRONG_PDA;
-  if (index->data_len != 0) return ERR_ALREADY_INITIALIZED;
-  seeds[2].addr = &bump;
-  SolSignerSeeds signer = {seeds, 3};
-  NewPda pda = {p, payer, index, &p->ka[4], &signer};
-  TRY(create_pda(&pda, RUN_INDEX_ACCOUNT_SIZE));
+  NewAccount new_index = {p, payer, index, &p->ka[4]};
+  TRY(create_pda_at(&new_index, seeds, 2, RUN_INDEX_ACCOUNT_SIZE, &bump));
 
   sol_put_u64(index->data, ACCOUNT_RUN_INDEX);
   RunIndex *run_index = (RunIndex *)(index->data + DISCRIMINATOR_LEN);
@@ -269,16 +263,10 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
     if (!args->allowed) return ERR_NO_CHANGE; /* nothing granted, nothing to revoke */
     SolSignerSeed seeds[4] = {{(const uint8_t *)JOIN_SEED, sizeof(JOIN_SEED) - 1},
                               {p->ka[1].key->x, SIZE_PUBKEY},
-                              {args->grantee.x, SIZE_PUBKEY},
-                              {NULL, 1}};
-    SolPubkey expected;
+                              {args->grantee.x, SIZE_PUBKEY}};
     uint8_t bump;
-    TRY(sol_try_find_program_address(seeds, 3, p->program_id, &expected, &bump));
-    if (!sol_pubkey_eq(&expected, auth_account->key)) return ERR_WRONG_PDA;
-    seeds[3].addr = &bump;
-    SolSignerSeeds signer = {seeds, 4};
-    NewPda pda = {p, grantor, auth_account, &p->ka[3], &signer};
-    TRY(create_pda(&pda, JOIN_AUTHORIZATION_ACCOUNT_SIZE));
+    NewAccount new_auth = {p, grantor, auth_account, &p->ka[3]};
+    TRY(create_pda_at(&new_auth, seeds, 3, JOIN_AUTHORIZATION_ACCOUNT_SIZE, &bump));
     sol_put_u64(auth_account->data, ACCOUNT_JOIN_AUTHORIZATION);
     JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
     auth->bump = bump;

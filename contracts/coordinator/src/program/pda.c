@@ -3,6 +3,12 @@
 
 #include "accounts.h"
 
+/* SBF calls take at most five arguments, hence the struct. */
+typedef struct {
+  const NewAccount *at;
+  const SolSignerSeeds *seeds; /* the PDA's seeds, bump included */
+} NewPda;
+
 /* One System program instruction through CPI: the payer funds the PDA (Transfer), or the PDA signs for
    itself (Allocate, Assign). */
 static uint64_t system_call(const NewPda *c, bool from_payer, uint8_t *data, uint64_t data_len) {
@@ -10,15 +16,15 @@ static uint64_t system_call(const NewPda *c, bool from_payer, uint8_t *data, uin
   SolAccountInfo infos[3];
   uint64_t n = 0;
   if (from_payer) {
-    metas[n] = (SolAccountMeta){c->payer->key, true, true};
-    infos[n++] = *c->payer;
+    metas[n] = (SolAccountMeta){c->at->payer->key, true, true};
+    infos[n++] = *c->at->payer;
   }
-  metas[n] = (SolAccountMeta){c->account->key, true, !from_payer};
-  infos[n++] = *c->account;
-  infos[n] = *c->system_program;
-  SolInstruction instruction = {c->system_program->key, metas, n, data, data_len};
+  metas[n] = (SolAccountMeta){c->at->account->key, true, !from_payer};
+  infos[n++] = *c->at->account;
+  infos[n] = *c->at->system_program;
+  SolInstruction instruction = {c->at->system_program->key, metas, n, data, data_len};
   uint64_t status = sol_invoke_signed_c(&instruction, infos, (int)n + 1, from_payer ? NULL : c->seeds, from_payer ? 0 : 1);
-  if (status == SUCCESS) c->account->data_len = infos[n - 1].data_len; /* Allocate changes it */
+  if (status == SUCCESS) c->at->account->data_len = infos[n - 1].data_len; /* Allocate changes it */
   return status;
 }
 
@@ -26,10 +32,10 @@ static uint64_t system_call(const NewPda *c, bool from_payer, uint8_t *data, uin
    already holds lamports, and anyone may send lamports to any address, so a few lamports would block a
    run id or a grantee's JoinAuthorization forever. A funded but still empty, system-owned address is
    therefore taken over with Transfer (the rent shortfall), Allocate and Assign. */
-uint64_t create_pda(const NewPda *c, uint64_t space) {
-  SolAccountInfo *account = c->account;
+static uint64_t create_pda(const NewPda *c, uint64_t space) {
+  SolAccountInfo *account = c->at->account;
   if (*account->lamports == 0) {
-    SolCreateAccount create = {c->payer, account, c->system_program, space, c->p->program_id, c->seeds};
+    SolCreateAccount create = {c->at->payer, account, c->at->system_program, space, c->at->p->program_id, c->seeds};
     return sol_create_account(&create);
   }
   if (!sol_is_system_program(account->owner) || account->data_len != 0) return ERR_ALREADY_INITIALIZED;
@@ -44,7 +50,17 @@ uint64_t create_pda(const NewPda *c, uint64_t space) {
   sol_put_u64(allocate + 4, space);
   TRY(system_call(c, false, allocate, sizeof(allocate)));
   uint8_t assign[4 + SIZE_PUBKEY] = {1}; /* u32 tag 1 = Assign, owner */
-  sol_memcpy(assign + 4, c->p->program_id->x, SIZE_PUBKEY);
+  sol_memcpy(assign + 4, c->at->p->program_id->x, SIZE_PUBKEY);
   return system_call(c, false, assign, sizeof(assign));
 }
 
+uint64_t create_pda_at(const NewAccount *c, SolSignerSeed *seeds, int n, uint64_t space, uint8_t *bump) {
+  SolPubkey expected;
+  TRY(sol_try_find_program_address(seeds, n, c->p->program_id, &expected, bump));
+  if (!sol_pubkey_eq(&expected, c->account->key)) return ERR_WRONG_PDA;
+  if (c->account->data_len != 0) return ERR_ALREADY_INITIALIZED;
+  seeds[n] = (SolSignerSeed){bump, 1};
+  SolSignerSeeds signer = {seeds, (uint64_t)n + 1};
+  NewPda pda = {c, &signer};
+  return create_pda(&pda, space);
+}

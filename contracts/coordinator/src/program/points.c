@@ -25,16 +25,10 @@ uint64_t credit_points(const SolParameters *p, uint64_t at, uint64_t amount) {
   if (account->data_len == 0) {
     SolSignerSeed seeds[4] = {{(const uint8_t *)POINTS_SEED, sizeof(POINTS_SEED) - 1},
                               {run->x, SIZE_PUBKEY},
-                              {user->key->x, SIZE_PUBKEY},
-                              {NULL, 1}};
-    SolPubkey expected;
+                              {user->key->x, SIZE_PUBKEY}};
     uint8_t bump;
-    TRY(sol_try_find_program_address(seeds, 3, p->program_id, &expected, &bump));
-    if (!sol_pubkey_eq(&expected, account->key)) return ERR_WRONG_PDA;
-    seeds[3].addr = &bump;
-    SolSignerSeeds signer = {seeds, 4};
-    NewPda pda = {p, user, account, &p->ka[at + 1], &signer};
-    TRY(create_pda(&pda, POINTS_ACCOUNT_SIZE));
+    NewAccount new_points = {p, user, account, &p->ka[at + 1]};
+    TRY(create_pda_at(&new_points, seeds, 3, POINTS_ACCOUNT_SIZE, &bump));
     sol_put_u64(account->data, ACCOUNT_POINTS);
     Points *fresh = (Points *)(account->data + DISCRIMINATOR_LEN);
     fresh->bump = bump;
