@@ -59,7 +59,9 @@ from .rounds import (
     assignments,
     consensus,
     participants_and_bloom,
+    round_step,
     round_view,
+    trains,
     unhealthy,
     witness_position,
 )
@@ -74,16 +76,6 @@ REFUSALS = {
     "RegistryFull": ExitCode.RUN_FULL,
 }  # fmt: skip
 POLL = 0.1  # seconds between checks of a waiting condition (bounded by the phase's own deadline)
-
-
-def round_step(run: Run) -> int:
-    """The step of the run's current round (in Cooldown the step counter has already moved past it)."""
-    return run.progress.step - 1 if run.state == RunState.Cooldown else run.progress.step
-
-
-def trains(run: Run, step: int) -> bool:
-    """Whether step `step` is trained: not in the two flush rounds that end a timed-out epoch."""
-    return run.last_step == 0 or step + 2 < run.last_step
 
 
 class Client:
@@ -124,6 +116,7 @@ class Client:
                 await self._start_p2p(stack)
                 stack.push_async_callback(self._leave)
                 self._install_signals()
+                self.model_ready = self._spawn(self._build_trainer(self.latest))  # while we wait to start
                 self._spawn(self._follow())
                 self._spawn(self._tick_loop())
                 return await self._main()
@@ -274,7 +267,15 @@ class Client:
             assert run is not None
             if run.nonce != seen:
                 seen = run.nonce
-                await self._on_state(run)
+                try:
+                    await self._on_state(run)
+                except ClientRefused:
+                    raise
+                except CohortError as e:  # the RPC failed us: handle this state again shortly
+                    self.events.emit("rpc_error", state=str(run.state), error=str(e)[:300])
+                    seen = -1
+                    await asyncio.sleep(0.5)
+                    continue
                 if run.state == RunState.Finished:
                     self.events.emit("run_finished", step=run.progress.step)
                     return ExitCode.OK
@@ -304,10 +305,10 @@ class Client:
             if me is None or not me.healthy:
                 self._dropped(run, "we are no longer a healthy member of the epoch")
                 return
-            step = run.progress.step
-            if step not in self.round_tasks:
+            step = round_step(run)
+            if step not in self.round_tasks and not (run.state == RunState.RoundWitness and run.seed_pending):
                 self.round_tasks[step] = self._spawn(self._round(step))
-            if run.state == RunState.RoundWitness and step not in self.witnessed:
+            if run.state == RunState.RoundWitness and not run.seed_pending and step not in self.witnessed:
                 self._spawn(self._witness(step, force=True))
         elif run.state == RunState.Cooldown:
             if self.epoch == run.progress.epoch and run.progress.epoch not in self.cooled:
@@ -361,20 +362,17 @@ class Client:
     async def _begin_epoch(self, run: Run) -> None:
         """Warmup of an epoch we are in: the model at this epoch's starting weights, the peers' addresses."""
         self._end_epoch_work()
+        if self.trainer is None:
+            self.trainer = await self.model_ready
         if self.weights_epoch != run.progress.epoch:
             if run.progress.epoch != 0 or run.progress.step != 1:
                 self.events.emit("no_weights", epoch=run.progress.epoch,
                                  reason="this client does not hold the epoch's starting weights")  # fmt: skip
                 await self._exit_epoch()  # do not keep the others waiting for our Ready
                 return
-            self.trainer = await self._build_trainer(run)
-            self.weights_epoch = run.progress.epoch
+            self.weights_epoch = run.progress.epoch  # the first epoch: the weights derived from the run
         peers = await self._peer_addresses(run)
-        overlay_key = run.progress.step.to_bytes(8, "little") + bytes(run.address)
-        try:
-            self.node.set_clients(peers.values(), overlay_key=overlay_key)
-        except TypeError:  # a P2P layer without keyed overlays
-            self.node.set_clients(peers.values())
+        self.node.set_clients(peers.values())  # re-keyed by the first round's seed when it exists
         self.peers = peers
         self.epoch = run.progress.epoch
         self.applied_through = run.progress.step - 1
@@ -528,6 +526,8 @@ class Client:
         if view is None or view.step != step:
             return
         self.node.advance_round(step)
+        if view.height == 0:  # key the overlay with a value nobody knew when they joined (no key grinding)
+            self.node.set_clients(self.peers.values(), overlay_key=view.seed.to_bytes(8, "little"))
         if not await self._apply_through(step - 2):
             return
         me = run.client(self.wallet.pubkey())
@@ -588,7 +588,7 @@ class Client:
         while not force and not self.stopping:
             run = self.latest
             assert run is not None
-            if run.progress.step != step or run.state != RunState.RoundTrain:
+            if round_step(run) != step or run.state != RunState.RoundTrain:
                 break
             active = {c.index for c in run.clients if c.healthy}
             if active <= self._book(step).finished:
@@ -598,7 +598,7 @@ class Client:
         assert run is not None
         view = round_view(self.core, run)
         me = run.client(self.wallet.pubkey())
-        if step in self.witnessed or view is None or view.step != step or me is None:
+        if step in self.witnessed or view is None or view.step != step or me is None or run.seed_pending:
             return
         position = witness_position(self.core, run, view, me.index)
         if position is None or run.state not in (RunState.RoundTrain, RunState.RoundWitness):

@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 from solders.pubkey import Pubkey
 
 from cohort.sdk.coordinator_core import CoordinatorCore
-from cohort.sdk.models import Run
+from cohort.sdk.models import Run, RunState
+
+
+def round_step(run: Run) -> int:
+    """The step of the run's newest stored round. The step counter moves on when a round ends, before the
+    next round exists: in Cooldown, and while the next round's seed is pending."""
+    ended = run.state == RunState.Cooldown or (run.state == RunState.RoundWitness and run.seed_pending)
+    return run.progress.step - 1 if ended else run.progress.step
+
+
+def trains(run: Run, step: int) -> bool:
+    """Whether step `step` is trained: not in the two flush rounds that end a timed-out epoch."""
+    return run.last_step == 0 or step + 2 < run.last_step
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,7 @@ class RoundView:
 
     height: int
     step: int
+    seed: int
     raw: bytes
     active_mask: bytes
     witnesses: tuple[WitnessProof, ...]
@@ -53,7 +66,8 @@ def round_view(core: CoordinatorCore, run: Run, back: int = 0) -> RoundView | No
                      bytes(w["broadcast_bloom"]))
         for w in value["witnesses"][: value["witnesses_len"]]
     )
-    return RoundView(value["height"], run.progress.step - back, raw, bytes(value["active_mask"]), proofs)
+    return RoundView(value["height"], round_step(run) - back, value["random_seed"], raw,
+                     bytes(value["active_mask"]), proofs)
 
 
 def assignments(core: CoordinatorCore, view: RoundView) -> dict[int, tuple[int, int]]:
