@@ -111,6 +111,7 @@ def test_deploy_slows_down_to_the_clusters_rate_limit(workspace, rpc_proxy, tmp_
 
     result = asyncio.run(main())
     assert result.throttled >= 1 and result.lowest_concurrency < 16, result
+    assert result.lowest_rate is not None and result.lowest_rate > 0
     assert 429 in proxy.answered
     program = workspace.localnet.rpc("getAccountInfo", str(result.program_id),
                                      {"encoding": "jsonParsed"})["value"]  # fmt: skip
@@ -200,6 +201,26 @@ def test_adaptive_limit_halves_once_per_burst_and_grows_back():
     for _ in range(1000):
         limit.succeeded()
     assert limit.limit == 16  # never above where it started
+
+
+def test_the_first_429_paces_requests_at_half_the_rate_just_sent():
+    from cohort.sdk.pacing import GROWTH, AdaptiveLimit
+
+    now = [0.0]
+    limit = AdaptiveLimit(8, cooldown=1.0, clock=lambda: now[0])
+    for k in range(40):  # 40 requests in the last second, unpaced
+        now[0] = k / 40
+        assert limit.delay() == 0
+    limit.throttled()
+    assert limit.rate == 20  # half of 40/s
+    first, second = limit.delay(), limit.delay()
+    assert first == 0 and abs(second - 1 / 20) < 1e-9  # starts now spaced 50 ms apart
+    now[0] += 2
+    limit.throttled()
+    assert limit.rate == 10 and limit.lowest_rate == 10
+    for _ in range(10):
+        limit.request_done()
+    assert abs(limit.rate - (10 + 10 * GROWTH)) < 1e-9
 
 
 def test_a_deploy_cut_off_part_way_says_how_to_resume_or_refund(

@@ -102,8 +102,9 @@ def deploy(settings: Settings, program_keypair: Path | None, no_build: bool, dry
         f"on {settings.cluster.name} in {result.seconds:.1f} s"
     )
     if result.throttled:
+        pace = f", requests to {result.lowest_rate:.1f}/s" if result.lowest_rate else ""
         click.echo(f"the cluster rate-limited {result.throttled} request(s): "
-                   f"writes in flight went down to {result.lowest_concurrency}")  # fmt: skip
+                   f"writes in flight went down to {result.lowest_concurrency}{pace}")  # fmt: skip
     if result.refunded:
         click.echo(f"closed a buffer of an earlier, different ELF: refunded {sol(result.refunded)}")
     saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id)

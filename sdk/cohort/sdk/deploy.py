@@ -41,6 +41,7 @@ class DeployResult:
     lowest_concurrency: int  # the fewest writes in flight the cluster's rate limit allowed
     throttled: int  # HTTP 429 answers waited out
     refunded: int  # lamports back from a buffer that could not be resumed
+    lowest_rate: float | None = None  # requests per second the pace went down to (None: never paced)
 
 
 @dataclass(frozen=True)
@@ -245,10 +246,12 @@ async def _write_and_deploy(
             progress(done, len(writes))
 
     rpc.throttle_listeners.append(limit.throttled)
+    rpc.pacer = limit
     try:
         await asyncio.gather(*(send(w) for w in todo))
     finally:
         rpc.throttle_listeners.remove(limit.throttled)
+        rpc.pacer = None
     if await _buffer_contents(rpc, buffer.pubkey(), payer.pubkey(), size) != elf:
         raise TransactionFailed(
             "the buffer does not hold the ELF after writing; run deploy again to resume"
@@ -268,6 +271,7 @@ async def _write_and_deploy(
     return DeployResult(
         program.pubkey(), state.upgrade, len(elf), len(todo), skipped,
         time.perf_counter() - started, limit.lowest, limit.throttles, state.stale_lamports,
+        limit.lowest_rate,
     )  # fmt: skip
 
 

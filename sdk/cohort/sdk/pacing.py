@@ -1,16 +1,23 @@
-"""How many requests a bulk sender (the deploy's writes) keeps in flight, adapted to the cluster's rate limit.
+"""How fast a bulk sender (the deploy's writes) goes, adapted to the cluster's rate limit.
 
-Additive increase, multiplicative decrease, as TCP does: the window grows by one after a window's worth of
-successes and halves when the cluster answers HTTP 429 — at most once per `cooldown` seconds, since one burst
-of requests sent at the old window comes back throttled together.
+Two knobs, both additive increase / multiplicative decrease as in TCP: the window (requests in flight) and,
+once the cluster has answered HTTP 429, a pace (requests started per second). A public RPC limits requests
+per second, which a window alone cannot honour when each request is quick, so the first 429 sets the pace to
+half the rate just sent at; each later one halves it again (at most once per `cooldown` seconds, since a
+burst sent at the old pace comes back throttled together), and every success adds a little back (the pace
+grows by a tenth each second).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+
+MIN_RATE = 0.5  # requests per second: the pace never drops below this
+GROWTH = 0.1  # requests per second added per request that went through: +10% of the pace each second
 
 
 class AdaptiveLimit:
@@ -36,6 +43,10 @@ class AdaptiveLimit:
         self._successes = 0
         self._in_flight = 0
         self._changed: asyncio.Condition | None = None
+        self.rate: float | None = None  # requests per second once throttled (None: unpaced)
+        self.lowest_rate: float | None = None
+        self._started: deque[float] = deque()  # start times of the last second's requests
+        self._next_start = 0.0
 
     # -- the pure core ---------------------------------------------------------------------------------
     def throttled(self) -> None:
@@ -48,15 +59,44 @@ class AdaptiveLimit:
         self.limit = max(self.minimum, self.limit // 2)
         self.lowest = min(self.lowest, self.limit)
         self._successes = 0
+        self._forget_before(now - 1.0)
+        sent_at = self.rate if self.rate is not None else float(len(self._started) or 1)
+        self.rate = max(MIN_RATE, sent_at / 2)
+        self.lowest_rate = self.rate if self.lowest_rate is None else min(self.lowest_rate, self.rate)
 
     def succeeded(self) -> None:
-        """One request of the bulk went through."""
+        """One item of the bulk (a write) went through: the window grows by one per window's worth."""
         self._successes += 1
         if self._successes >= self.limit and self.limit < self.maximum:
             self.limit += 1
             self._successes = 0
 
+    def request_done(self) -> None:
+        """One request went through: the pace creeps back up (by GROWTH of itself each second)."""
+        if self.rate is not None:
+            self.rate += GROWTH
+
+    def delay(self) -> float:
+        """Seconds to wait before the next request may start (and reserve that start)."""
+        now = self._clock()
+        start = now if self.rate is None else max(now, self._next_start)
+        if self.rate is not None:
+            self._next_start = start + 1 / self.rate
+        self._started.append(start)
+        self._forget_before(now - 1.0)
+        return start - now
+
+    def _forget_before(self, moment: float) -> None:
+        while self._started and self._started[0] < moment:
+            self._started.popleft()
+
     # -- the async shell -------------------------------------------------------------------------------
+    async def pace(self) -> None:
+        """Wait until the next request may start (every request of the bulk, retries included)."""
+        wait = self.delay()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Hold one of the window's slots while the body runs."""

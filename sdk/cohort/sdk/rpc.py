@@ -46,6 +46,7 @@ from .errors import (
     TransactionFailed,
 )
 from .idl import Idl
+from .pacing import AdaptiveLimit
 
 log = logging.getLogger("cohort.sdk.rpc")
 T = TypeVar("T")
@@ -189,6 +190,7 @@ class Rpc:
         self.throttle_budget = throttle_budget
         self.throttled = 0  # 429 answers seen
         self.throttle_listeners: list[Callable[[], None]] = []
+        self.pacer: AdaptiveLimit | None = None  # paces every request while a bulk sender runs
         self._clients = [
             AsyncClient(url, commitment=commitment, timeout=timeout, max_transport_retries=0)
             for url in self.urls
@@ -224,6 +226,8 @@ class Rpc:
                 quiet = self._quiet_until[index] - time.monotonic()
                 if quiet > 0:  # the URL asked every request of ours to wait (Retry-After)
                     await asyncio.sleep(quiet)
+                if self.pacer is not None:
+                    await self.pacer.pace()
                 try:
                     result = await request(client)
                 except CohortError:
@@ -256,6 +260,8 @@ class Rpc:
                     if attempt < self.retries:
                         await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
                     continue
+                if self.pacer is not None:
+                    self.pacer.request_done()
                 if index != self._current:
                     log.info("RPC fallback: %s now goes to %s", what, self.urls[index])
                 self._current = index
