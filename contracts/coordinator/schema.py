@@ -101,7 +101,7 @@ def Bytes(n: int | str) -> Array:
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 1,
+    "VERSION": 2,  # the Run layout: 2 added the seed-pending fields
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,

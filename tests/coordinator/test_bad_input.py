@@ -131,7 +131,7 @@ def test_wrong_run_account(chain, training, name):
         (chain.run_index_address(b"test-run"), "WrongAccountSize"),
         (copy_of_run(chain, run, run_index + data[8:]), "WrongDiscriminator"),
         (copy_of_run(chain, run, bytes(8) + data[8:]), "WrongDiscriminator"),
-        (copy_of_run(chain, run, patched(data, version_at, 2)), "WrongVersion"),
+        (copy_of_run(chain, run, patched(data, version_at, 1)), "WrongVersion"),  # the earlier layout
     ]
     for address, error in cases:
         assert chain.fails(name, signer, address, args) == error, error

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 1
+#define COORD_VERSION 2
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
