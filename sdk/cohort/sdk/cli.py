@@ -16,6 +16,7 @@ class _LazyGroup(click.Group):
         "data": ("cohort.client.data.cli", "data_group"),
         "deploy": ("cohort.sdk.cli_deploy", "deploy"),
         "explorer": ("cohort.sdk.explorer.cli", "explorer"),
+        "idl": ("cohort.sdk.cli_idl", "idl_group"),
         "run": ("cohort.sdk.cli_run", "run_group"),
         "train": ("cohort.client.runtime.cli", "train"),
         "wallet": ("cohort.sdk.cli_wallet", "wallet"),

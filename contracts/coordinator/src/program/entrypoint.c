@@ -1,6 +1,7 @@
 /* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
    Every rule about runs lives in ../core; this file only knows Solana. */
 #include "accounts.h"
+#include "idl.h"
 #include "node_key.h"
 #include "pda.h"
 #include "points.h"
@@ -357,6 +358,7 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_HEALTH_CHECK: return health_check(&params);
     case IX_CHECKPOINT: return checkpoint(&params);
     case IX_CLOSE_RUN: return close_run(&params);
+    case ANCHOR_IDL_IX_TAG: return anchor_idl(&params); /* so Anchor tooling finds the IDL */
     default: return ERR_INVALID_INSTRUCTION;
   }
 }

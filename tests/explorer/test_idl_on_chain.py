@@ -1,0 +1,159 @@
+"""The coordinator answers Anchor's IDL instructions: `cohort idl publish|fetch` on a real localnet, the
+program's checks (only the upgrade authority creates it, only its authority writes, at the derived
+address), and the real @coral-xyz/anchor npm package: Program.fetchIdl returns our IDL and its coder decodes
+a Run account and a witness instruction."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from solders.keypair import Keypair
+from solders.pubkey import Pubkey
+from solders.transaction import VersionedTransaction
+
+from cohort.sdk import idl_account
+from cohort.sdk.errors import ProgramError
+
+NPM_DIR = Path(__file__).resolve().parents[2] / "build" / "npm-anchor"  # untracked, reused between runs
+ANCHOR_PACKAGES = ("@coral-xyz/anchor@0.32.1", "@solana/web3.js@1.98.4")
+CU_LIMIT = 200_000
+
+
+async def compute_units(chain, signature) -> int:
+    tx = await chain.rpc.raw_request("getTransaction", [str(signature), {"encoding": "json"}])
+    return tx["meta"]["computeUnitsConsumed"]
+
+
+async def test_publish_then_fetch_returns_the_idl(chain):
+    idl = chain.core.idl.raw
+    assert await idl_account.fetch(chain.rpc, chain.program_id) is None
+    done = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, idl)
+    assert not done.unchanged and done.writes >= 1 and done.address == idl_account.idl_address(chain.program_id)
+    found = await idl_account.fetch(chain.rpc, chain.program_id)
+    assert found.authority == chain.authority.pubkey()
+    assert found.idl() == dict(idl, address=str(chain.program_id))
+    again = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, idl)
+    assert again.unchanged and again.writes == 0
+    changed = dict(idl, metadata=dict(idl["metadata"], description="a newer IDL"))
+    replaced = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, changed)
+    assert replaced.replaced
+    assert (await idl_account.fetch(chain.rpc, chain.program_id)).idl()["metadata"]["description"] == "a newer IDL"
+
+
+async def test_the_program_checks_who_creates_and_writes(chain):
+    program = chain.program_id
+    stranger = Keypair()
+    await chain.rpc.airdrop(stranger.pubkey(), 10**9)
+    size = 100
+
+    async def refused(ix, signer) -> str:
+        with pytest.raises(ProgramError) as e:
+            await chain.rpc.send([ix], signer)
+        return e.value.name
+
+    # only the program's upgrade authority may create the IDL account (Anchor lets anyone be first)
+    assert await refused(idl_account.create_instruction(stranger.pubkey(), program, size), stranger) == "Unauthorized"
+    # at the derived address only
+    wrong = idl_account.create_instruction(chain.authority.pubkey(), program, size)
+    wrong.accounts = [*wrong.accounts[:1], type(wrong.accounts[1])(Keypair().pubkey(), False, True), *wrong.accounts[2:]]
+    assert await refused(wrong, chain.authority) == "WrongPda"
+    # no bigger than one creation can allocate
+    too_big = idl_account.create_instruction(chain.authority.pubkey(), program, 20_000)
+    assert await refused(too_big, chain.authority) == "InvalidInstructionData"
+
+    created = await chain.rpc.send([idl_account.create_instruction(chain.authority.pubkey(), program, size)], chain.authority)
+    assert await compute_units(chain, created) < CU_LIMIT
+    assert await refused(idl_account.create_instruction(chain.authority.pubkey(), program, size), chain.authority) == "AlreadyInitialized"
+    # writes: by the authority, within the account
+    assert await refused(idl_account.write_instruction(stranger.pubkey(), program, b"x"), stranger) == "Unauthorized"
+    wrote = await chain.rpc.send([idl_account.write_instruction(chain.authority.pubkey(), program, b"a" * 60)], chain.authority)
+    assert await compute_units(chain, wrote) < CU_LIMIT
+    assert await refused(idl_account.write_instruction(chain.authority.pubkey(), program, b"b" * 41), chain.authority) == "WrongAccountSize"
+    stored = await idl_account.fetch(chain.rpc, program)
+    assert stored.compressed == b"a" * 60
+    # Close: by the authority only, rent back
+    closer = idl_account.close_instruction(stranger.pubkey(), program, stranger.pubkey())
+    assert await refused(closer, stranger) == "Unauthorized"
+    await chain.rpc.send([idl_account.close_instruction(chain.authority.pubkey(), program, chain.authority.pubkey())], chain.authority)
+    assert await idl_account.fetch(chain.rpc, program) is None
+
+
+def _anchor_packages() -> Path:
+    """@coral-xyz/anchor from the npm registry, installed once into an untracked folder."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if not (node and npm):
+        pytest.skip("!!! ANCHOR INTEROP TEST SKIPPED: node/npm not installed (scripts/setup.sh installs them)")
+    if not (NPM_DIR / "node_modules" / "@coral-xyz" / "anchor").is_dir():
+        NPM_DIR.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NPM_DIR), *ANCHOR_PACKAGES],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if result.returncode != 0:
+            pytest.skip(f"!!! ANCHOR INTEROP TEST SKIPPED: npm install failed:\n{result.stderr[-2000:]}")
+    return NPM_DIR
+
+
+ANCHOR_SCRIPT = r"""
+const anchor = require("@coral-xyz/anchor");
+const { Connection, PublicKey, Keypair } = require("@solana/web3.js");
+const [url, programId, runAddress, witnessData] = process.argv.slice(2);
+(async () => {
+  const connection = new Connection(url, "confirmed");
+  const provider = new anchor.AnchorProvider(connection, new anchor.Wallet(Keypair.generate()), {});
+  const idl = await anchor.Program.fetchIdl(new PublicKey(programId), provider);
+  const program = new anchor.Program(idl, provider);
+  const run = await program.account.run.fetch(new PublicKey(runAddress));
+  const ix = program.coder.instruction.decode(Buffer.from(witnessData, "base64"));
+  console.log(JSON.stringify({
+    idl,
+    run: { run_id: Buffer.from(run.runId).toString().replace(/\0+$/, ""), nonce: run.nonce.toString(),
+           authority: run.authority.toBase58(), epoch: run.progress.epoch },
+    ix: { name: ix.name, step: ix.data.step, index: ix.data.index, loss: ix.data.metadata.loss },
+  }));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+async def witness_data(chain, run: Pubkey) -> bytes:
+    """The instruction data of one witness transaction of the run, as it landed."""
+    discriminator = bytes(chain.core.idl.instructions["witness"]["discriminator"])
+    for s in await chain.rpc.raw_request("getSignaturesForAddress", [str(run), {"limit": 100}]):
+        tx = await chain.rpc.raw_request("getTransaction", [s["signature"], {"encoding": "base64"}])
+        message = VersionedTransaction.from_bytes(base64.b64decode(tx["transaction"][0])).message
+        for ix in message.instructions:
+            if message.account_keys[ix.program_id_index] == chain.program_id and bytes(ix.data)[:8] == discriminator:
+                return bytes(ix.data)
+    raise AssertionError("no witness transaction found")
+
+
+async def test_anchor_fetches_our_idl_and_decodes_a_run_and_a_witness(chain, tmp_path):
+    folder = await asyncio.to_thread(_anchor_packages)
+    await idl_account.publish(chain.rpc, chain.authority, chain.program_id, chain.core.idl.raw)
+    await chain.create_run("anchored")
+    await chain.play("anchored", await chain.members())
+    run = await chain.client.fetch_run("anchored")
+    data = await witness_data(chain, run.address)
+    script = tmp_path / "anchor_check.js"
+    script.write_text(ANCHOR_SCRIPT)
+    command = ["node", str(script), chain.net.http_url, str(chain.program_id), str(run.address),
+               base64.b64encode(data).decode()]  # fmt: skip
+    result = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=120,
+        env={"NODE_PATH": str(folder / "node_modules"), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout)
+    assert answer["idl"] == dict(chain.core.idl.raw, address=str(chain.program_id))
+    assert answer["run"] == {"run_id": "anchored", "nonce": str(run.nonce), "authority": str(run.authority),
+                             "epoch": run.progress.epoch}  # fmt: skip
+    ix = answer["ix"]
+    assert ix["name"] == "witness" and ix["step"] >= 1
+    assert abs(ix["loss"] - chain.metrics(ix["step"], ix["index"])["loss"]) < 1e-4
