@@ -50,7 +50,8 @@ class CheckpointMeta:
     def read(cls, directory: Path) -> CheckpointMeta:
         path = directory / COHORT_FILE
         try:
-            raw = path.read_bytes()[: MAX_COHORT_FILE + 1]
+            with open(path, "rb") as f:
+                raw = f.read(MAX_COHORT_FILE + 1)
             doc = json.loads(raw)
         except OSError as e:
             raise CheckpointError(f"{directory}: no readable {COHORT_FILE} ({e.strerror})") from None
@@ -83,18 +84,25 @@ class CheckpointInfo:
         return self.manifest_hash.hex()
 
 
-def manifest_hash(directory: str | Path) -> bytes:
-    """The identity of a checkpoint directory (reads every byte)."""
+def directory_manifest(directory: str | Path) -> Manifest:
+    """The manifest of a checkpoint directory (reads every byte)."""
     try:
-        return Manifest.of_directory(directory).hash()
+        return Manifest.of_directory(directory)
     except ValueError as e:
         raise CheckpointError(str(e)) from None
 
 
-def verify(directory: str | Path, expected: bytes) -> None:
-    """Raise CheckpointError unless the directory's manifest hash is `expected`."""
-    got = manifest_hash(directory)
+def manifest_hash(directory: str | Path) -> bytes:
+    """The identity of a checkpoint directory (reads every byte)."""
+    return directory_manifest(directory).hash()
+
+
+def verify(directory: str | Path, expected: bytes) -> Manifest:
+    """The directory's manifest; CheckpointError unless it hashes to `expected`."""
+    manifest = directory_manifest(directory)
+    got = manifest.hash()
     if got != expected:
         raise CheckpointError(
             f"{directory}: manifest hash {got.hex()[:16]}… is not the expected {expected.hex()[:16]}…"
         )
+    return manifest

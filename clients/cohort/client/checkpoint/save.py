@@ -88,6 +88,7 @@ def snapshot(
     if missing:
         raise CheckpointError(f"parameters not in the state dict: {missing[:3]}")
     config = model.config.__class__.from_dict(model.config.to_dict())
+    config.architectures = [type(model).__name__]  # what HF tools other than Auto* classes read
     return Snapshot(config, tensors, names, run_id, step, epoch, tokenizer)
 
 

@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..p2p import BlobFetchError, P2PNode, PeerAddress
+from ..p2p import BlobFetchError, Manifest, P2PNode, PeerAddress
 from .hub import fetch_from_hub
 from .layout import CheckpointError, verify
 
@@ -64,33 +64,42 @@ async def fetch_checkpoint(
     if len(manifest_hash) != 32:
         raise ValueError("manifest_hash is a 32-byte sha256")
     dest = Path(dest)
+    peers = source if isinstance(source, FromPeers) else getattr(source, "peers", None)
     if dest.is_dir():
         try:
-            await asyncio.to_thread(verify, dest, manifest_hash)
-            return dest
+            manifest = await asyncio.to_thread(verify, dest, manifest_hash)
+            return await _serve(peers, dest, manifest)
         except CheckpointError:
             shutil.rmtree(dest)
-    if isinstance(source, FromPeers):
-        return await _from_peers(source, manifest_hash, dest)
     if isinstance(source, FromHub):
-        return await _from_hub(source, manifest_hash, dest)
+        return (await _from_hub(source, manifest_hash, dest))[0]
     try:
-        return await _from_peers(source.peers, manifest_hash, dest)
+        path, manifest = await _from_peers(peers, manifest_hash, dest)
     except CheckpointUnavailable as e:
+        if isinstance(source, FromPeers):
+            raise
         log.warning("%s; trying the hub", e)
-        return await _from_hub(source.hub, manifest_hash, dest)
+        path, manifest = await _from_hub(source.hub, manifest_hash, dest)
+    return await _serve(peers, path, manifest)
 
 
-async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> Path:
+async def _serve(peers: FromPeers | None, path: Path, manifest: Manifest) -> Path:
+    """Serve a verified checkpoint to later joiners (when we have a P2P node)."""
+    if peers is not None:
+        await peers.node.share_directory(path, manifest)
+    return path
+
+
+async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> tuple[Path, Manifest]:
     if not source.providers:
         raise CheckpointUnavailable("no peer holds the checkpoint")
     temp = dest.with_name(f".tmp-{dest.name}")
     shutil.rmtree(temp, ignore_errors=True)
     try:
-        manifest = await source.node.download_directory(
+        await source.node.download_directory(
             manifest_hash, list(source.providers), temp, share=False
         )
-        await asyncio.to_thread(verify, temp, manifest_hash)
+        manifest = await asyncio.to_thread(verify, temp, manifest_hash)
         temp.rename(dest)
     except (BlobFetchError, CheckpointError, ValueError) as e:
         shutil.rmtree(temp, ignore_errors=True)
@@ -100,14 +109,15 @@ async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> Pa
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    await source.node.share_directory(dest, manifest)  # now we serve it to later joiners too
-    return dest
+    return dest, manifest
 
 
-async def _from_hub(source: FromHub, manifest_hash: bytes, dest: Path) -> Path:
+async def _from_hub(source: FromHub, manifest_hash: bytes, dest: Path) -> tuple[Path, Manifest]:
     try:
-        return await asyncio.to_thread(
+        path = await asyncio.to_thread(
             fetch_from_hub, source.repo, source.revision, manifest_hash, dest, token=source.token
         )
+        # verified by fetch_from_hub; the manifest again for serving (a local read)
+        return path, await asyncio.to_thread(verify, path, manifest_hash)
     except CheckpointError as e:
         raise CheckpointUnavailable(str(e)) from None
