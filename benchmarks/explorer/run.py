@@ -60,6 +60,7 @@ async def play_rounds(client: RunClient, run_id: str, members: list[Keypair], wi
         sent += run.config.witness_nodes - before
         await warp(client, run.config.round_witness_time)
         await client.tick(members[0], run_id)
+        await client.start_pending_round(members[0], run_id)  # the next round's seed: a slot later
         run = await client.fetch_run(run_id)
         if run.progress.step % 50 == 0:
             print(f"  step {run.progress.step}: {sent} witness events", flush=True)
@@ -74,8 +75,10 @@ async def page_loads(url: str, loads: int) -> list[float]:
         browser = await pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             times = []
+            # bypass_csp only lets playwright evaluate its wait predicate; the page itself is unchanged
+            context = await browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
             for _ in range(loads):
-                page = await browser.new_page(viewport={"width": 1280, "height": 1000})
+                page = await context.new_page()
                 started = time.perf_counter()
                 await page.goto(url)
                 await page.wait_for_function(
@@ -93,7 +96,10 @@ async def page_loads(url: str, loads: int) -> list[float]:
 async def main(witnesses: int, loads: int) -> None:
     (program,) = build.build_all(["coordinator"], log=lambda _: None)
     core = CoordinatorCore()
-    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+    async with (
+        Localnet(LocalnetConfig(port=0, cheats=True, slot_ms=50)) as net,  # short slots: seeds come sooner
+        Rpc(net.http_url, idl=core.idl) as rpc,
+    ):
         authority = Keypair()
         await rpc.airdrop(authority.pubkey(), 1000 * 10**9)
         with tempfile.TemporaryDirectory() as folder:

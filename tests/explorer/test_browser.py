@@ -101,6 +101,7 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
             assert await page.evaluate("window.__same_page === true"), "the page was reloaded"
             assert (await page.locator("#rounds tbody tr").first.inner_text()).startswith("4")
             await page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
+            await page.screenshot(path=str(ARTIFACTS / "run-top.png"))  # the README's picture
             assert live_seconds < 10
 
             # hostile strings are text

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from solders.transaction import VersionedTransaction
 
 from cohort.sdk import idl_account
 from cohort.sdk.errors import ProgramError
+from cohort.sdk.explorer.indexer import Indexer
+from cohort.sdk.explorer.store import Store
+from cohort.sdk.wallet import save_keypair
 
 NPM_DIR = Path(__file__).resolve().parents[2] / "build" / "npm-anchor"  # untracked, reused between runs
 ANCHOR_PACKAGES = ("@coral-xyz/anchor@0.32.1", "@solana/web3.js@1.98.4")
@@ -45,6 +49,35 @@ async def test_publish_then_fetch_returns_the_idl(chain):
     replaced = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, changed)
     assert replaced.replaced
     assert (await idl_account.fetch(chain.rpc, chain.program_id)).idl()["metadata"]["description"] == "a newer IDL"
+
+
+async def test_cohort_idl_publish_and_fetch_commands(chain, tmp_path):
+    wallet = tmp_path / "authority.json"
+    save_keypair(chain.authority, wallet)
+    flags = ["--cluster", chain.net.http_url, "--program-id", str(chain.program_id), "--wallet", str(wallet)]
+
+    async def cohort(*args: str) -> tuple[int, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from cohort.sdk.cli import main; main()", *args, cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(process.communicate(), 120)
+        return process.returncode, out.decode()
+
+    code, out = await cohort("idl", "fetch", *flags)
+    assert code == 1 and out.strip() == f"Error: no IDL is published for {chain.program_id} (run `cohort idl publish`)"
+    code, out = await cohort("idl", "publish", *flags)
+    assert code == 0 and "published the IDL" in out, out
+    code, out = await cohort("idl", "publish", *flags)
+    assert code == 0 and "already this one" in out, out
+    code, out = await cohort("idl", "fetch", *flags, "--out", str(tmp_path / "idl.json"))
+    assert code == 0, out
+    assert json.loads((tmp_path / "idl.json").read_text()) == dict(chain.core.idl.raw, address=str(chain.program_id))
+    store = Store(tmp_path / "x.sqlite")
+    await Indexer(store, chain.rpc, [chain.program_id], core=chain.core).catch_up()
+    names = {n for (n,) in store.db.execute("SELECT instructions FROM transactions")}
+    assert any("anchor_idl:create" in n for n in names) and any("anchor_idl:write" in n for n in names)
+    store.close()
 
 
 async def test_the_program_checks_who_creates_and_writes(chain):

@@ -455,16 +455,43 @@ class Rpc:
                 payload = response.json()
             except ValueError:
                 payload = None
-            if not isinstance(payload, dict) or not ("result" in payload or "error" in payload):
-                raise RpcRefused(f"the RPC at {client._provider.endpoint_uri} answered {method} "
-                                 "with something that is not a JSON-RPC response")  # fmt: skip
-            if "error" in payload:
-                error = payload["error"]
-                message = error.get("message") if isinstance(error, dict) else error
-                raise TransactionFailed(f"{method}: {message}")
-            return payload["result"]
+            return _json_rpc_result(payload, method, client._provider.endpoint_uri)
 
         return await self.call(method, request)
+
+    async def raw_batch(self, method: str, params: Sequence[list[Any]]) -> list[Any]:
+        """Several calls of `method` in one JSON-RPC batch; results in the order of `params`."""
+
+        async def request(client: AsyncClient) -> list[Any]:
+            session = client._provider.session
+            body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": p} for i, p in enumerate(params)]
+            response = await session.post(client._provider.endpoint_uri, json=body)
+            response.raise_for_status()
+            try:
+                payload = response.json()
+            except ValueError:
+                payload = None
+            uri = client._provider.endpoint_uri
+            if not isinstance(payload, list) or len(payload) != len(body):
+                raise RpcRefused(f"the RPC at {uri} answered a {method} batch with something that is not "
+                                 "a JSON-RPC batch response")  # fmt: skip
+            by_id = {item.get("id"): item for item in payload if isinstance(item, dict)}
+            if set(by_id) != set(range(len(body))):
+                raise RpcRefused(f"the RPC at {uri} answered a {method} batch with the wrong ids")
+            return [_json_rpc_result(by_id[i], method, uri) for i in range(len(body))]
+
+        return await self.call(method, request)
+
+
+def _json_rpc_result(payload: Any, method: str, uri: str) -> Any:
+    """The result of one JSON-RPC response; an error answer or a non-JSON-RPC one is one clear error."""
+    if not isinstance(payload, dict) or not ("result" in payload or "error" in payload):
+        raise RpcRefused(f"the RPC at {uri} answered {method} with something that is not a JSON-RPC response")
+    if "error" in payload:
+        error = payload["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise TransactionFailed(f"{method}: {message}")
+    return payload["result"]
 
 
 MAX_PACKET = 1232  # bytes of one serialized transaction

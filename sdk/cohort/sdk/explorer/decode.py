@@ -18,6 +18,7 @@ from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
 from ..idl import Idl, IdlError
+from ..idl_account import IDL_IX_TAG
 
 LOADER_V3 = "BPFLoaderUpgradeab1e11111111111111111111111"
 _INVOKE = re.compile(r"^Program (\w{32,44}) invoke \[\d+\]$")
@@ -129,6 +130,11 @@ def _instructions(
             out.append(DecodedInstruction(f"loader:{names.get(kind, kind)}", None))
             continue
         if program != program_id:
+            continue
+        if data[:8] == IDL_IX_TAG:  # Anchor's IDL account instructions
+            variant = data[8] if len(data) > 8 else -1
+            names = {0: "create", 2: "write", 4: "set_authority", 5: "close"}
+            out.append(DecodedInstruction(f"anchor_idl:{names.get(variant, variant)}", None))
             continue
         ix = by_discriminator.get(data[:8])
         if ix is None:

@@ -23,7 +23,7 @@ from solders.pubkey import Pubkey
 
 from ..client import RunClient
 from ..coordinator_core import CoordinatorCore
-from ..errors import CohortError, RpcUnavailable
+from ..errors import CohortError, RpcRefused, RpcUnavailable
 from ..idl import IdlError
 from ..models import Run
 from ..rpc import Rpc
@@ -34,7 +34,8 @@ from .store import Store
 log = logging.getLogger("cohort.sdk.explorer")
 
 PAGE = 1000  # signatures per getSignaturesForAddress call (the RPC maximum)
-FETCH_CONCURRENCY = 16
+BATCH = 32  # getTransaction calls per JSON-RPC batch
+FETCH_CONCURRENCY = 4  # batches in flight
 MAX_BACKOFF = 30.0
 
 
@@ -79,6 +80,7 @@ class Indexer:
         self.status = IndexerStatus(rpc.url)
         self._wake = asyncio.Event()
         self._checked_cursor: set[str] = set()
+        self._batches = True  # until the RPC refuses a JSON-RPC batch
 
     # -- one catch-up ---------------------------------------------------------------------------------
     async def catch_up(self) -> int:
@@ -87,8 +89,8 @@ class Indexer:
         for program in self.programs:
             touched: set[str] = set()
             signatures = await self._new_signatures(program)
-            for start in range(0, len(signatures), FETCH_CONCURRENCY * 4):
-                chunk = signatures[start : start + FETCH_CONCURRENCY * 4]
+            for start in range(0, len(signatures), BATCH * FETCH_CONCURRENCY):
+                chunk = signatures[start : start + BATCH * FETCH_CONCURRENCY]
                 fetched = await self._fetch_all([s["signature"] for s in chunk])
                 for signature, result in fetched:
                     if result is None:  # listed but not retrievable yet: stop here, retry later
@@ -137,18 +139,25 @@ class Indexer:
         return [s for s in out if not self.store.has_transaction(s["signature"])]
 
     async def _fetch_all(self, signatures: list[str]) -> list[tuple[str, dict | None]]:
+        """getTransaction for each signature: JSON-RPC batches a few at a time (single calls for an RPC
+        that refuses batches)."""
+        config = {"encoding": "base64", "maxSupportedTransactionVersion": 0, "commitment": "confirmed"}
         limit = asyncio.Semaphore(FETCH_CONCURRENCY)
 
-        async def fetch(signature: str) -> tuple[str, dict | None]:
+        async def fetch(batch: list[str]) -> list[dict | None]:
             async with limit:
-                result = await self.rpc.raw_request(
-                    "getTransaction",
-                    [signature, {"encoding": "base64", "maxSupportedTransactionVersion": 0,
-                                 "commitment": "confirmed"}],
-                )  # fmt: skip
-            return signature, result
+                if self._batches:
+                    try:
+                        return await self.rpc.raw_batch("getTransaction", [[s, config] for s in batch])
+                    except RpcRefused as e:
+                        log.info("the RPC refuses JSON-RPC batches (%s): one call per transaction", e)
+                        self._batches = False
+                return [await self.rpc.raw_request("getTransaction", [s, config]) for s in batch]
 
-        return list(await asyncio.gather(*(fetch(s) for s in signatures)))
+        batches = [signatures[i : i + BATCH] for i in range(0, len(signatures), BATCH)]
+        results = await asyncio.gather(*(fetch(b) for b in batches))
+        return [(s, r) for batch, answer in zip(batches, results, strict=True)
+                for s, r in zip(batch, answer, strict=True)]  # fmt: skip
 
     async def refresh_runs(self, program: str) -> set[str]:
         """Re-read every run of `program`; returns the addresses whose state changed (or closed)."""
