@@ -247,8 +247,14 @@ async def _write_and_deploy(
 
     rpc.throttle_listeners.append(limit.throttled)
     rpc.pacer = limit
+    tasks = [asyncio.ensure_future(send(w)) for w in todo]
     try:
-        await asyncio.gather(*(send(w) for w in todo))
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:  # one write failed: stop the others before reporting it
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     finally:
         rpc.throttle_listeners.remove(limit.throttled)
         rpc.pacer = None
