@@ -124,3 +124,13 @@ def test_checkpoint_links():
     for bad in ("../../x", "/etc", "javascript:alert(1)", "a b", "<script>"):
         assert checkpoint_url("Hub", bad, "") is None, bad
     assert checkpoint_url("Dummy", "x/y", "") is None
+
+
+def test_the_explorer_never_imports_the_training_stack():
+    import subprocess
+    import sys
+
+    code = ("import sys, cohort.sdk.explorer.cli, cohort.sdk.cli_idl; "
+            "print(sorted({'torch', 'transformers', 'iroh'} & set(sys.modules)))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

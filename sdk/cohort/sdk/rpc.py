@@ -447,15 +447,8 @@ class Rpc:
         """A JSON-RPC call solana-py does not know (e.g. the localnet's `localnet_warpTime`)."""
 
         async def request(client: AsyncClient) -> Any:
-            session = client._provider.session
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-            response = await session.post(client._provider.endpoint_uri, json=body)
-            response.raise_for_status()
-            try:
-                payload = response.json()
-            except ValueError:
-                payload = None
-            return _json_rpc_result(payload, method, client._provider.endpoint_uri)
+            return _json_rpc_result(await _post(client, body), method, client._provider.endpoint_uri)
 
         return await self.call(method, request)
 
@@ -463,14 +456,8 @@ class Rpc:
         """Several calls of `method` in one JSON-RPC batch; results in the order of `params`."""
 
         async def request(client: AsyncClient) -> list[Any]:
-            session = client._provider.session
             body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": p} for i, p in enumerate(params)]
-            response = await session.post(client._provider.endpoint_uri, json=body)
-            response.raise_for_status()
-            try:
-                payload = response.json()
-            except ValueError:
-                payload = None
+            payload = await _post(client, body)
             uri = client._provider.endpoint_uri
             if not isinstance(payload, list) or len(payload) != len(body):
                 raise RpcRefused(f"the RPC at {uri} answered a {method} batch with something that is not "
@@ -481,6 +468,16 @@ class Rpc:
             return [_json_rpc_result(by_id[i], method, uri) for i in range(len(body))]
 
         return await self.call(method, request)
+
+
+async def _post(client: AsyncClient, body: Any) -> Any:
+    """POST a JSON-RPC body to the client's URL: the decoded JSON answer, None when it is not JSON."""
+    response = await client._provider.session.post(client._provider.endpoint_uri, json=body)
+    response.raise_for_status()
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 def _json_rpc_result(payload: Any, method: str, uri: str) -> Any:

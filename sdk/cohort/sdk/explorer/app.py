@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 from aiohttp import web
 from solders.pubkey import Pubkey
+
+from cohort.localnet.config import is_loopback
 
 from ..coordinator_core import CoordinatorCore
 from ..rpc import Rpc
@@ -25,15 +26,6 @@ from .store import Store
 log = logging.getLogger("cohort.sdk.explorer")
 
 DEFAULT_PORT = 8080
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Explorer:

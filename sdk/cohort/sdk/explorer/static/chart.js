@@ -18,9 +18,10 @@ const CohortChart = (() => {
 
   function fmt(v) {
     const a = Math.abs(v);
-    if (a >= 1e9) return (v / 1e9).toFixed(1) + "G";
-    if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
-    if (a >= 1e3) return (v / 1e3).toFixed(1) + "k";
+    const short = (x) => String(Number(x.toPrecision(4)));
+    if (a >= 1e9) return short(v / 1e9) + "G";
+    if (a >= 1e6) return short(v / 1e6) + "M";
+    if (a >= 1e3) return short(v / 1e3) + "k";
     if (a > 0 && a < 0.01) return v.toExponential(1);
     return String(Math.round(v * 1000) / 1000);
   }
