@@ -139,3 +139,29 @@ def test_a_chart_of_100k_steps_is_served_as_a_readable_1000_points(tmp_path):
     zoom = metrics_answer(store, IndexerStatus("x"), "big", {"from": "500", "to": "700"})
     assert zoom["bucket"] == 1 and len(zoom["points"]) == 201
     store.close()
+
+
+def test_the_command_reports_bad_input_in_one_line(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    def cohort(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", "from cohort.sdk.cli import main; main()", "explorer",
+                   "--cluster", "http://127.0.0.1:9", "--program-id", "11111111111111111111111111111111", *args]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    (tmp_path / "junk.sqlite").write_text("not a database")
+    result = cohort("--db", str(tmp_path / "junk.sqlite"), "--port", "0")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'junk.sqlite'} is not an explorer database (file is not a database)"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cohort("--db", str(tmp_path / "ok.sqlite"), "--port", str(port))
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: cannot listen on 127.0.0.1:{port}")
+    result = cohort("--also-program", "not-a-key", "--db", str(tmp_path / "ok.sqlite"))
+    assert result.returncode == 1 and result.stderr.strip() == "Error: program id 'not-a-key' is not a base58 address"
