@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solders.keypair import Keypair
@@ -39,7 +41,7 @@ from cohort.sdk.errors import (
     RunNotFound,
     WalletError,
 )
-from cohort.sdk.models import Run, RunState
+from cohort.sdk.models import Checkpoint, Run, RunState
 from cohort.sdk.presets import training_spec
 from cohort.sdk.rpc import Rpc
 from cohort.sdk.wallet import load_keypair
@@ -104,6 +106,7 @@ class Client:
         self.compute = asyncio.Lock()  # the model is used by one thread at a time
         self.applying = asyncio.Lock()  # steps are applied once each, in order
         self.cooled: set[int] = set()  # epochs whose Cooldown we handled
+        self.writer = None  # CheckpointWriter, made at the first epoch end
         self.bytes_received = 0
         self.joined_for: int | None = None  # next_active-epoch we sent a join for
         self.time_offset = 0.0  # chain clock - local clock
@@ -364,14 +367,13 @@ class Client:
         self._end_epoch_work()
         if self.trainer is None:
             self.trainer = await self.model_ready
+        peers = await self._peer_addresses(run)
         if self.weights_epoch != run.progress.epoch:
-            if run.progress.epoch != 0 or run.progress.step != 1:
-                self.events.emit("no_weights", epoch=run.progress.epoch,
-                                 reason="this client does not hold the epoch's starting weights")  # fmt: skip
+            if run.progress.epoch == 0 and run.progress.step == 1:
+                self.weights_epoch = 0  # the first epoch: the weights derived from the run's address
+            elif not await self._load_checkpoint(run, peers):
                 await self._exit_epoch()  # do not keep the others waiting for our Ready
                 return
-            self.weights_epoch = run.progress.epoch  # the first epoch: the weights derived from the run
-        peers = await self._peer_addresses(run)
         self.node.set_clients(peers.values())  # re-keyed by the first round's seed when it exists
         self.peers = peers
         self.epoch = run.progress.epoch
@@ -379,6 +381,46 @@ class Client:
         self.node.advance_round(run.progress.step)
         self.events.emit("epoch_started", epoch=run.progress.epoch, step=run.progress.step,
                          clients=len(run.clients), peers=len(peers))  # fmt: skip
+
+    async def _load_checkpoint(self, run: Run, peers: dict[NodeId, PeerAddress]) -> bool:
+        """A joiner's weights: the checkpoint the chain points at (the hash its checkpointers committed at
+        the last epoch end), from the peers that hold it, verified before use."""
+        from ..checkpoint import CheckpointError, FromPeers, fetch_checkpoint
+
+        assert self.trainer is not None
+        until = time.monotonic() + max(run.config.warmup_time / 2, 5)
+        while True:  # the checkpoint transaction of the last Cooldown may still be on its way
+            checkpoint = run.model.checkpoint
+            if checkpoint.step == run.progress.step and checkpoint.weights_sha256 != bytes(32):
+                break
+            if time.monotonic() > until:
+                self.events.emit("no_weights", epoch=run.progress.epoch,
+                                 reason=f"the run points at no checkpoint of step {run.progress.step}")  # fmt: skip
+                return False
+            await self._wait(0.5)
+            run = self.latest or run
+        self.node.set_clients(peers.values())  # this epoch's members: they admit us and we them
+        started = time.perf_counter()
+        try:
+            path = await fetch_checkpoint(FromPeers(self.node, tuple(peers.values())), checkpoint.weights_sha256,
+                                          self._checkpoint_root() / f"joined-{checkpoint.weights_sha256.hex()[:16]}")  # fmt: skip
+            assert path is not None
+            async with self.compute:
+                await asyncio.to_thread(self.trainer.load, path, checkpoint.weights_sha256)
+        except (CheckpointError, OSError) as e:
+            self.events.emit("no_weights", epoch=run.progress.epoch, reason=str(e)[:300])
+            return False
+        self.weights_epoch = run.progress.epoch
+        self.events.emit("checkpoint_loaded", epoch=run.progress.epoch, step=checkpoint.step,
+                         manifest=checkpoint.weights_sha256.hex(), digest=self.trainer.digest(),
+                         seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        return True
+
+    def _checkpoint_root(self) -> Path:
+        if self.options.checkpoint_dir is not None:
+            return self.options.checkpoint_dir
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return cache / "cohort" / "checkpoints" / str(self.latest.address if self.latest else "run")
 
     async def _build_trainer(self, run: Run) -> Trainer:
         import torch  # the training stack loads only once there is something to train
@@ -479,8 +521,8 @@ class Client:
         """Whether `index` trains exactly that batch at that step (unknown yet for a step ahead of us)."""
         back = round_step(run) - message.step
         view = round_view(self.core, run, back) if back >= 0 else None
-        if view is None:
-            return back < 0
+        if view is None or view.step != message.step:
+            return message.step >= run.progress.step  # a round we have not seen yet: checked when applied
         return assignments(self.core, view).get(index) == (message.batch_start, message.batch_end)
 
     def _book(self, step: int) -> StepBook:
@@ -692,9 +734,31 @@ class Client:
             if task is not asyncio.current_task():
                 task.cancel()
         self.weights_epoch = epoch + 1
+        self.epoch = None
         self.events.emit("epoch_end", epoch=epoch, step=run.progress.step, applied=self.applied_through,
                          digest=self.trainer.digest())  # fmt: skip
-        self.epoch = None
+        await self._checkpoint(run, epoch)
+
+    async def _checkpoint(self, run: Run, epoch: int) -> None:
+        """Every finisher writes the epoch's weights (in the background) and serves them to joiners; the
+        run's checkpointers also commit the checkpoint's manifest hash on chain."""
+        from ..checkpoint import CheckpointWriter
+
+        assert self.trainer is not None
+        if self.writer is None:
+            self.writer = CheckpointWriter(self._checkpoint_root(), keep_last=2)
+        async with self.compute:  # the snapshot copies the weights; writing happens in a thread
+            future = self.writer.submit(self.trainer.model, run_id=run.run_id, step=run.progress.step, epoch=epoch)
+        info = await asyncio.wrap_future(future)
+        await self.node.share_directory(info.path)
+        self.events.emit("checkpoint_saved", epoch=epoch, step=info.step, path=str(info.path),
+                         manifest=info.manifest_hash.hex())  # fmt: skip
+        if self.wallet.pubkey() in run.checkpointers:
+            pointer = run.model.checkpoint
+            checkpoint = Checkpoint(kind="Hub", repo=pointer.repo or run.run_id, step=info.step,
+                                    revision=pointer.revision, weights_sha256=info.manifest_hash)  # fmt: skip
+            if await self._send("checkpoint", self.chain.checkpoint(self.wallet, run.address, checkpoint)):
+                self.events.emit("checkpoint_committed", step=info.step, manifest=info.manifest_hash.hex())
 
     # -- ticks ------------------------------------------------------------------------------------------
     async def _tick_loop(self) -> None:

@@ -57,6 +57,8 @@ class RoundView:
 
 def round_view(core: CoordinatorCore, run: Run, back: int = 0) -> RoundView | None:
     """Round `back` rounds before the current one (None if this epoch does not hold it)."""
+    if run.state not in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown):
+        return None  # in Warmup the epoch has no round yet (the stored one is blank)
     raw = core.round_bytes(run.data[8:], back)
     if raw is None:
         return None

@@ -10,11 +10,13 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
 
+from ..checkpoint import load_weights
 from ..data import BatchId, ByteTokenizer, TokenDataset, load_corpus
 from ..distro import (
     Constant,
@@ -124,3 +126,9 @@ class Trainer:
 
     def digest(self) -> str:
         return parameter_digest(self.model)
+
+    def load(self, path: Path, manifest_hash: bytes) -> None:
+        """The weights of a verified checkpoint, with fresh momentum (a cold start for this replica:
+        DisTrO's error feedback is never checkpointed, psyche-reference 3.6)."""
+        load_weights(self.model, path, manifest_hash)
+        self.optimizer.reset_momentum()
