@@ -82,7 +82,7 @@ def fetch_from_hub(
 
 def copy_verified(source: Path, expected_hash: bytes, dest: Path, *, skip=frozenset()) -> Path:
     """Copy `source`'s files (following the hub cache's symlinks) to `dest`, atomically, verified."""
-    temp = dest.with_name(f".tmp-{dest.name}-{uuid.uuid4().hex[:8]}")
+    temp = dest.with_name(f".tmp-copy-{dest.name}-{uuid.uuid4().hex[:8]}")
     temp.mkdir(parents=True)
     try:
         for path in sorted(source.rglob("*")):

@@ -2,7 +2,7 @@
 
 The write goes to a hidden temp directory next to the final one and is renamed into place only
 when every file is complete and fsync'd, so a crash mid-save leaves the previous checkpoints as they
-were (and a stray `.tmp-*` directory that the next save removes).
+were (and a stray `.tmp-save-*` directory that the next save removes).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from .layout import (
     manifest_hash,
 )
 
-TEMP_PREFIX = ".tmp-"
+TEMP_PREFIX = ".tmp-save-"  # only the writer's own leftovers are removed (a fetch may share the root)
 DEFAULT_MAX_SHARD_BYTES = 2 << 30
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 

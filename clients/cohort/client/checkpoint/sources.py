@@ -93,7 +93,7 @@ async def _serve(peers: FromPeers | None, path: Path, manifest: Manifest) -> Pat
 async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> tuple[Path, Manifest]:
     if not source.providers:
         raise CheckpointUnavailable("no peer holds the checkpoint")
-    temp = dest.with_name(f".tmp-{dest.name}")
+    temp = dest.with_name(f".tmp-fetch-{dest.name}")
     shutil.rmtree(temp, ignore_errors=True)
     try:
         await source.node.download_directory(
