@@ -36,6 +36,15 @@ if ! command -v chromium >/dev/null; then
     say "no root to install chromium: the explorer's browser test will be SKIPPED"
   fi
 fi
+# node and npm for the test that reads our on-chain IDL with @coral-xyz/anchor (fetched from npm by the test).
+if ! command -v npm >/dev/null; then
+  if [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null; then
+    say "installing node and npm (the Anchor interop test)"
+    apt_install nodejs npm || say "npm unavailable: the Anchor interop test will be SKIPPED"
+  else
+    say "no root to install npm: the Anchor interop test will be SKIPPED"
+  fi
+fi
 
 # 2. Python 3.11+ with venv.
 PYTHON="${PYTHON:-python3}"
