@@ -86,11 +86,16 @@ def build_command(programs: tuple[str, ...], force: bool) -> None:
 
 
 @cli.command()
-def demo() -> None:
-    """Build, deploy and run what exists, on this machine (no network needed)."""
+@click.option("--clients", default=3, show_default=True, type=click.IntRange(3, 8), help="Training processes.")
+@click.option("--epochs", default=2, show_default=True, type=click.IntRange(1, 20), help="Epochs to train.")
+@click.option("--explorer-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of the run explorer (0: any free port).")  # fmt: skip
+def demo(clients: int, epochs: int, explorer_port: int) -> None:
+    """A local training run: localnet, coordinator, explorer and CLIENTS training processes (no network)."""
     from . import demo as demo_module
 
-    demo_module.run()
+    if not demo_module.run(clients=clients, epochs=epochs, explorer_port=explorer_port):
+        raise SystemExit(1)
 
 
 def main() -> None:

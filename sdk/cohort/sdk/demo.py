@@ -1,130 +1,101 @@
-"""`cohort demo`: the end-to-end walk through what exists, on one machine with no network.
+"""`cohort demo`: a real training run on this machine, with no network.
 
-Start an in-process localnet, deploy the coordinator over RPC, create a run from configs/example-run.toml,
-join a few wallets and play one short epoch the way clients will (ticks, warmup witnesses, elected
-witnesses; chain time moved with the localnet's warpTime instead of waiting), then show `run status`.
-There is no training yet: witnesses report zero loss and throughput.
+A localnet process, the coordinator deployed over RPC, a run created from configs/demo-run.toml (a tiny
+Llama, King James Bible bytes), the run explorer beside it, and three `cohort train` processes with their
+own wallets and P2P nodes, which train together for two epochs. It prints the loss of every step as the
+clients report it and, at each epoch end, whether every replica holds the same weights.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from solders.keypair import Keypair
-
-from .client import RunClient
-from .coordinator_core import CoordinatorCore
-from .models import RunState
-from .predict import elected_witnesses
-
-EXAMPLE_CONFIG = Path(__file__).resolve().parents[3] / "configs" / "example-run.toml"
-_BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results until clients train
 
 
-async def warp(client: RunClient, seconds: int) -> None:
-    """Move the localnet's clock forward (its `localnet_warpTime` cheat method)."""
-    await client.rpc.raw_request("localnet_warpTime", [seconds])
+async def _demo(console: Console, clients: int, epochs: int, explorer_port: int) -> bool:
+    try:
+        from cohort.client.runtime.local_run import DEMO_CONFIG, LocalRun
+    except ImportError as e:  # a base install: the training client is the `train` extra
+        console.print(f"[red]the demo trains models: install cohort[train] ({e.name} is missing)[/]")
+        return False
+    from .explorer import Explorer
+
+    say = console.print
+    with tempfile.TemporaryDirectory(prefix="cohort-demo-") as tmp:
+        root = Path(tmp)
+        say("[bold]1.[/] a localnet (Agave's runtime behind JSON-RPC), the coordinator deployed over RPC")
+        async with LocalRun(config=DEMO_CONFIG, root=root, checkpointers=1, log=lambda m: say(f"   {m}")) as lr:
+            wallets = [lr.new_wallet(f"client-{i}") for i in range(clients)]
+            for wallet, _ in wallets:
+                await lr.fund(wallet)
+            run_file = await lr.create_run([w for w, _ in wallets])
+            say(f"[bold]2.[/] run {run_file.run_id!r}: a {run_file.metadata.num_parameters:,}-parameter Llama on "
+                f"KJV text, DisTrO, {run_file.config.witness_nodes} witnesses a round")
+            async with Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite",
+                                port=explorer_port) as explorer:  # fmt: skip
+                say(f"[bold]3.[/] the run explorer: [link={explorer.url}]{explorer.url}[/link] (open it to watch)")
+                trainers = [lr.start_trainer(f"client-{i}", w) for i, w in enumerate(wallets)]
+                say(f"[bold]4.[/] {clients} `cohort train` processes join and train (logs in {root})")
+                ok = await _follow(console, lr, trainers, epochs)
+                say("[bold]5.[/] stopping the clients (each leaves the run with exit_run)")
+    return ok
 
 
-async def play_epoch(
-    client: RunClient,
-    run_id: str,
-    members: list[Keypair],
-    log: Callable[[str], None] = lambda _: None,
-) -> list[RunState]:
-    """Join `members` and play one epoch through to the next WaitingForMembers: the epoch is made to time
-    out during its first round, so it ends after the two flush rounds. Returns the phases passed through."""
-    phases: list[RunState] = []
-
-    async def state():
-        s = await client.fetch_run(run_id)
-        if not phases or phases[-1] != s.state:
-            phases.append(s.state)
-            log(f"{s.state} (epoch {s.progress.epoch}, step {s.progress.step})")
-        return s
-
-    run = await state()
-    config = run.config
-    for wallet in members:
-        await client.join_run(wallet, run_id, Keypair())
-    await warp(client, config.waiting_for_members_extra_time)
-    await client.tick(members[0], run_id)
-    run = await state()
-    by_signer = {bytes(m.pubkey()): m for m in members}
-    for c in run.clients[: config.witness_nodes]:
-        await client.warmup_witness(by_signer[bytes(c.signer)], run_id, c.index)
-    await client.start_pending_round(members[0], run_id)  # the first round starts a slot later
-    run = await state()
-    await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
-    core = CoordinatorCore(idl=client.idl)
-    while run.state == RunState.RoundTrain:
-        for index, position in elected_witnesses(core, run).items():
-            signer = by_signer[bytes(run.clients[index].signer)]
-            args = {"step": run.progress.step, "index": index, "position": position,
-                    "participants": run.current_round.active_mask, "bloom_salt": 1,
-                    "broadcast_bloom": _BLOOM,
-                    "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}}  # fmt: skip
-            await client.witness(signer, run_id, args)
-        run = await state()  # all elected witnesses reported: RoundWitness at once
-        await warp(client, config.round_witness_time)
-        await client.tick(members[0], run_id)
-        await client.start_pending_round(members[0], run_id)
-        run = await state()
-    await warp(client, config.cooldown_time)
-    await client.tick(members[0], run_id)
-    await state()
-    return phases
+async def _follow(console: Console, lr, trainers, epochs: int) -> bool:
+    """Print each step's loss and each epoch's replica check until `epochs` epochs are over."""
+    printed_steps: set[int] = set()
+    printed_epochs: set[int] = set()
+    first_loss = last_loss = None
+    same = True
+    deadline = asyncio.get_running_loop().time() + 120 + epochs * 180
+    while True:
+        losses: dict[int, list[float]] = {}
+        for t in trainers:
+            for e in t.events("trained"):
+                losses.setdefault(e["step"], []).append(e["loss"])
+        for step in sorted(losses):
+            if step not in printed_steps and len(losses[step]) == len(trainers):
+                printed_steps.add(step)
+                loss = statistics.mean(losses[step])
+                first_loss = loss if first_loss is None else first_loss
+                last_loss = loss
+                console.print(f"   step {step:>3}  loss {loss:.4f}  "
+                              f"[dim]({', '.join(f'{x:.3f}' for x in losses[step])})[/]")  # fmt: skip
+        ends: dict[int, list[str]] = {}
+        for t in trainers:
+            for e in t.events("epoch_end"):
+                ends.setdefault(e["epoch"], []).append(e["digest"])
+        for epoch in sorted(ends):
+            if epoch not in printed_epochs and len(ends[epoch]) == len(trainers):
+                printed_epochs.add(epoch)
+                equal = len(set(ends[epoch])) == 1
+                same &= equal
+                verdict = "[green]all replicas equal[/]" if equal else "[red]replicas differ[/]"
+                console.print(f"   [bold]epoch {epoch} done[/]: parameter sha256 {ends[epoch][0][:16]}… {verdict}")
+        if len(printed_epochs) >= epochs:
+            break
+        dead = [t.name for t in trainers if not t.alive]
+        if dead or asyncio.get_running_loop().time() > deadline:
+            console.print(f"[red]stopped early: {'clients exited: ' + ', '.join(dead) if dead else 'too slow'}[/]")
+            for t in trainers:
+                tail = t.log_path.read_text()[-600:] if t.log_path.exists() else ""
+                if tail.strip():
+                    console.print(f"[dim]{t.name}: {tail}[/]")
+            return False
+        await asyncio.sleep(0.5)
+    console.print(f"   loss {first_loss:.4f} → {last_loss:.4f} over {len(printed_steps)} steps; "
+                  + ("[green]every replica ended every epoch with identical weights[/]" if same
+                     else "[red]replicas diverged[/]"))  # fmt: skip
+    return same and last_loss is not None and first_loss is not None and last_loss < first_loss
 
 
-async def _demo(console: Console) -> None:
-    from cohort.localnet.config import LocalnetConfig
-    from cohort.localnet.server import Localnet
-    from cohort.sbf import build
-
-    from .deploy import deploy_program
-    from .rpc import Rpc
-    from .run_config import load_run_file
-    from .status import latest_loss, render, summarize
-
-    console.print("[bold]1.[/] build the coordinator (C → SBF) and its host library")
-    (program,) = build.build_all(["coordinator"], log=lambda line: console.print(f"   {line}"))
-    core = CoordinatorCore()
-    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
-        console.print(
-            f"[bold]2.[/] localnet at {net.http_url}; deploy over RPC (loader-v3 transactions)"
-        )
-        authority = Keypair()
-        await rpc.airdrop(authority.pubkey(), 100 * 10**9)
-        with tempfile.TemporaryDirectory() as keys:
-            result = await deploy_program(
-                rpc, authority, program.so_path.read_bytes(), Path(keys) / "coordinator.json"
-            )
-        console.print(f"   program {result.program_id}: {result.elf_size} bytes, "
-                      f"{result.writes_sent} concurrent writes, {result.seconds:.2f} s")  # fmt: skip
-        client = RunClient(rpc, result.program_id, ws_url=net.ws_url, idl=core.idl)
-
-        run_file = load_run_file(EXAMPLE_CONFIG, core)
-        console.print(f"[bold]3.[/] create run {run_file.run_id!r} from {EXAMPLE_CONFIG.name}")
-        await client.create_run(authority, run_file)
-        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
-        await asyncio.gather(*(rpc.airdrop(m.pubkey(), 10**9) for m in members))
-
-        console.print(f"[bold]4.[/] {len(members)} wallets join and play one short epoch "
-                      "(no training yet; chain time warped)")  # fmt: skip
-        await play_epoch(client, run_file.run_id, members, lambda line: console.print(f"   {line}"))
-
-        console.print("[bold]5.[/] cohort run status")
-        state = await client.fetch_run(run_file.run_id)
-        loss = latest_loss(core.idl, await rpc.recent_logs(state.address))
-        render(summarize(state, core, await rpc.unix_time(), loss), console)
-    console.print("[green]done.[/] Next: `cohort --help`.")
-
-
-def run(console: Console | None = None) -> None:
+def run(console: Console | None = None, clients: int = 3, epochs: int = 2, explorer_port: int = 0) -> bool:
     console = console or Console()
     console.rule("[bold]cohort demo")
-    asyncio.run(_demo(console))
+    ok = asyncio.run(_demo(console, clients, epochs, explorer_port))
+    console.print("[green]done.[/] Next: `cohort --help`." if ok else "[red]the demo did not complete.[/]")
+    return ok
