@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,9 @@ from .wallet import load_keypair, load_or_create_keypair, sol
 
 CONCURRENT_WRITES = 16
 FEE = 5_000  # lamports per signature
+WRITE_ROUNDS = 5  # times the writes that did not land are sent again
+LANDING_POLL = 0.5  # seconds between reads of the buffer while writes land
+LANDING_WAIT = 20.0  # seconds without a write landing before the missing ones are sent again
 
 
 @dataclass(frozen=True)
@@ -225,42 +228,40 @@ async def _write_and_deploy(
     state: _State, cost: DeployCost, progress: Callable[[int, int], None] | None, concurrency: int,
     started: float,
 ) -> DeployResult:  # fmt: skip
-    size = loader_v3.BUFFER_HEADER + len(elf)
     writes = loader_v3.plan_writes(elf, loader_v3.max_write_chunk(payer.pubkey(), payer.pubkey()))
-    todo = [w for w in writes if held[w.offset : w.offset + len(w.chunk)] != w.chunk]
-    skipped = len(writes) - len(todo)
-    done = skipped
+    missing = [w for w in writes if held[w.offset : w.offset + len(w.chunk)] != w.chunk]
+    skipped, sent = len(writes) - len(missing), 0
     if progress:
-        progress(done, len(writes))
+        progress(skipped, len(writes))
     limit = AdaptiveLimit(concurrency)
 
     async def send(w: loader_v3.WritePlan) -> None:
-        nonlocal done
+        nonlocal sent
         async with limit.slot():
-            await rpc.send(
-                [loader_v3.write(buffer.pubkey(), payer.pubkey(), w.offset, w.chunk)], payer
-            )
+            ix = loader_v3.write(buffer.pubkey(), payer.pubkey(), w.offset, w.chunk)
+            await rpc.send([ix], payer, confirm=False)  # the buffer itself says what landed
         limit.succeeded()
-        done += 1
+        sent += 1
         if progress:
-            progress(done, len(writes))
+            progress(min(len(writes), skipped + sent), len(writes))
 
     rpc.throttle_listeners.append(limit.throttled)
     rpc.pacer = limit
-    tasks = [asyncio.ensure_future(send(w)) for w in todo]
     try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:  # one write failed: stop the others before reporting it
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+        # writes are sent without waiting for each to confirm (a public RPC would be asked for every
+        # one's status, many times); the buffer is read back instead, and what did not land is sent again
+        for _ in range(WRITE_ROUNDS):
+            if not missing:
+                break
+            await _send_all(send, missing)
+            missing = await _wait_for_writes(rpc, buffer.pubkey(), payer.pubkey(), elf, writes)
     finally:
         rpc.throttle_listeners.remove(limit.throttled)
         rpc.pacer = None
-    if await _buffer_contents(rpc, buffer.pubkey(), payer.pubkey(), size) != elf:
+    if missing:
         raise TransactionFailed(
-            "the buffer does not hold the ELF after writing; run deploy again to resume"
+            f"{len(missing)} of {len(writes)} writes did not land in {WRITE_ROUNDS} tries; "
+            "run deploy again to resume"
         )
 
     if state.upgrade:
@@ -275,10 +276,42 @@ async def _write_and_deploy(
         )  # fmt: skip
         await rpc.send(finish, payer, [program])
     return DeployResult(
-        program.pubkey(), state.upgrade, len(elf), len(todo), skipped,
+        program.pubkey(), state.upgrade, len(elf), sent, skipped,
         time.perf_counter() - started, limit.lowest, limit.throttles, state.stale_lamports,
         limit.lowest_rate,
     )  # fmt: skip
+
+
+async def _send_all(send: Callable[[loader_v3.WritePlan], Awaitable[None]], writes: list) -> None:
+    tasks = [asyncio.ensure_future(send(w)) for w in writes]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:  # one write failed: stop the others before reporting it
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+async def _wait_for_writes(
+    rpc: Rpc, buffer: Pubkey, authority: Pubkey, elf: bytes, writes: list[loader_v3.WritePlan]
+) -> list[loader_v3.WritePlan]:
+    """Read the buffer back until every write landed or none landed for LANDING_WAIT seconds; returns
+    the writes still missing."""
+    size = loader_v3.BUFFER_HEADER + len(elf)
+    missing: list[loader_v3.WritePlan] = list(writes)
+    quiet_since = time.monotonic()
+    while True:
+        held = await _buffer_contents(rpc, buffer, authority, size)
+        if held is None:
+            raise TransactionFailed(f"the deploy buffer {buffer} is gone (closed by someone?)")
+        still = [w for w in writes if held[w.offset : w.offset + len(w.chunk)] != w.chunk]
+        if len(still) < len(missing):
+            quiet_since = time.monotonic()
+        missing = still
+        if not missing or time.monotonic() - quiet_since > LANDING_WAIT:
+            return missing
+        await asyncio.sleep(LANDING_POLL)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ T = TypeVar("T")
 
 _CUSTOM = re.compile(r"Custom\((\d+)\)")
 _PROGRAM_LOG = "Program log: "
+BLOCKHASH_REUSE = 1.0  # seconds a fetched blockhash is used for new transactions
 _DUPLICATE_RETRIES = (
     100  # blockhash polls (0.1 s apart) when an identical transaction already landed
 )
@@ -191,6 +192,7 @@ class Rpc:
         self.throttled = 0  # 429 answers seen
         self.throttle_listeners: list[Callable[[], None]] = []
         self.pacer: AdaptiveLimit | None = None  # paces every request while a bulk sender runs
+        self._blockhash: tuple[float, Any] | None = None  # (monotonic time, getLatestBlockhash answer)
         self._clients = [
             AsyncClient(url, commitment=commitment, timeout=timeout, max_transport_retries=0)
             for url in self.urls
@@ -360,7 +362,7 @@ class Rpc:
         opts = TxOpts(skip_confirmation=True, preflight_commitment=self.commitment)
         used: set = set()
         for _ in range(_DUPLICATE_RETRIES):
-            latest = await self.call("getLatestBlockhash", lambda c: c.get_latest_blockhash())
+            latest = await self.latest_blockhash(fresh=bool(used))
             blockhash = latest.value.blockhash
             if blockhash in used:
                 await asyncio.sleep(0.1)
@@ -381,6 +383,9 @@ class Rpc:
                         return (
                             attempts > 1
                         )  # our own earlier attempt landed; else: an identical twin
+                    if "BlockhashNotFound" in str(detail) and len(used) == 1:
+                        self._blockhash = None  # a shared blockhash the cluster forgot: a fresh one
+                        return False
                     raise self._rejection(detail) from None
                 except RPCNoResultException as exc:
                     raise TransactionFailed(f"the cluster refused the transaction: {exc}") from None
@@ -393,6 +398,16 @@ class Rpc:
         raise TransactionFailed(
             "no fresh blockhash to send the transaction with; is the cluster producing blocks?"
         )
+
+    async def latest_blockhash(self, *, fresh: bool = False) -> Any:
+        """getLatestBlockhash, shared by the transactions sent within BLOCKHASH_REUSE seconds (a blockhash
+        stays valid for about a minute; one per transaction would double a bulk send's requests)."""
+        now = time.monotonic()
+        if not fresh and self._blockhash is not None and now - self._blockhash[0] < BLOCKHASH_REUSE:
+            return self._blockhash[1]
+        latest = await self.call("getLatestBlockhash", lambda c: c.get_latest_blockhash())
+        self._blockhash = (now, latest)
+        return latest
 
     def _rejection(self, detail: Any) -> TransactionFailed:
         data = getattr(detail, "data", None)
