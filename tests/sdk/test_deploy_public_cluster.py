@@ -16,6 +16,7 @@ from aiohttp import web
 from solders.keypair import Keypair
 
 from cohort.sbf import build
+from cohort.sdk import loader_v3
 from cohort.sdk.deploy import buffer_keypair_path, deploy_program, plan_deploy_cost
 from cohort.sdk.rpc import Rpc, retry_after
 from cohort.sdk.wallet import load_keypair
@@ -249,3 +250,39 @@ def test_a_deploy_cut_off_part_way_says_how_to_resume_or_refund(
     result = workspace.cli("deploy", "--close-buffers", "-k", str(wallet))
     assert result.exit_code == 0 and "closed 1 buffer(s)" in result.output, result.output
     assert account(workspace, buffer) is None
+
+
+def test_writes_the_cluster_dropped_are_sent_again(workspace, rpc_proxy, monkeypatch, tmp_path: Path):
+    """The RPC accepts the 3rd, 6th and 9th transaction (writes: the 1st creates the buffer) but never
+    forwards them, as a busy public RPC may drop them."""
+    from solders.signature import Signature
+
+    from cohort.sdk import deploy
+
+    monkeypatch.setattr(deploy, "LANDING_WAIT", 0.5)
+    count = [0]
+
+    def drops_some(method: str, n: int) -> web.Response | None:
+        if method != "sendTransaction":
+            return None
+        count[0] += 1
+        if count[0] % 3 or count[0] > 9:
+            return None
+        body = {"jsonrpc": "2.0", "id": 0, "result": str(Signature.default())}
+        return web.json_response(body)
+
+    proxy = rpc_proxy(drops_some)
+    _, payer = funded(workspace, "dropped-writes")
+    (probe,) = build.build_all(["toolchain_probe"], log=lambda _: None)
+    elf = probe.so_path.read_bytes()
+
+    async def main():
+        async with Rpc(proxy.url) as rpc:
+            return await deploy_program(rpc, payer, elf, tmp_path / "dropped-keypair.json")
+
+    result = asyncio.run(main())
+    writes = -(-len(elf) // loader_v3.max_write_chunk(payer.pubkey(), payer.pubkey()))
+    assert writes > 9 and result.writes_sent == writes + 3  # the dropped ones went again
+    program = workspace.localnet.rpc("getAccountInfo", str(result.program_id),
+                                     {"encoding": "jsonParsed"})["value"]  # fmt: skip
+    assert program["executable"] is True

@@ -30,7 +30,7 @@ CONCURRENT_WRITES = 16
 FEE = 5_000  # lamports per signature
 WRITE_ROUNDS = 5  # times the writes that did not land are sent again
 LANDING_POLL = 0.5  # seconds between reads of the buffer while writes land
-LANDING_WAIT = 20.0  # seconds without a write landing before the missing ones are sent again
+LANDING_WAIT = 10.0  # seconds without a write landing before the missing ones are sent again
 
 
 @dataclass(frozen=True)
