@@ -1,6 +1,7 @@
 """Deploying a program over RPC through the upgradeable loader, the way `solana program deploy` does.
 
-A buffer is created, the ELF is written into it in chunks sent concurrently, then the program is deployed
+A buffer is created, the ELF is written into it in chunks sent concurrently (without asking for each one's
+status: the buffer is read back, and chunks that did not land are sent again), then the program is deployed
 from it (or upgraded, when the program keypair's account already holds a program). The buffer's keypair is
 kept on disk until the deploy finishes, so an interrupted deploy resumes: chunks already in the buffer are
 not sent again. A buffer that cannot be resumed (another ELF size) is closed and its rent refunded, and
