@@ -229,3 +229,26 @@ async def test_rpc_down_is_reported_and_the_indexer_catches_up_when_it_returns(c
         assert [(r[0], r[2]) for r in ex.store.all_events()] == expected
         assert (await http.get(ex.url + "/api/status")).json()["indexer"]["error"] is None
     await proxy.stop()
+
+
+async def test_paused_and_closed_runs_are_shown_as_such(chain, tmp_path):
+    from cohort.sdk.explorer import api
+
+    await chain.create_run("short-lived")
+    await chain.create_run("stays")
+    store = Store(tmp_path / "explorer.sqlite")
+    indexer = Indexer(store, chain.rpc, [chain.program_id], core=chain.core)
+    await indexer.catch_up()
+    await chain.client.set_paused(chain.authority, "short-lived", True)
+    await indexer.catch_up()
+    runs = {r["run_id"]: r for r in api.runs(store, indexer.status)["runs"]}
+    assert runs["short-lived"]["phase"] == "Paused" and runs["short-lived"]["halted"]
+    assert runs["stays"]["phase"] == "WaitingForMembers" and not runs["stays"]["halted"]
+    await chain.client.close_run(chain.authority, "short-lived")
+    await indexer.catch_up()
+    runs = {r["run_id"]: r for r in api.runs(store, indexer.status)["runs"]}
+    assert runs["short-lived"]["phase"] == "Closed" and runs["short-lived"]["closed"]
+    assert not runs["stays"]["closed"]
+    detail = api.run(store, indexer.status, "short-lived", chain.net.http_url)
+    assert detail["closed"] and "close_run" in detail["transactions"][0]["instructions"]
+    store.close()

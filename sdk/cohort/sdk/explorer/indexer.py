@@ -99,10 +99,11 @@ class Indexer:
                     if self.store.add_transaction(program, tx):
                         stored += 1
                         touched |= tx.runs
-            first = program not in self._checked_cursor
-            if touched or first:
+            if program not in self._checked_cursor:  # first catch-up: every run, closed ones found
                 touched |= await self.refresh_runs(program)
                 self._checked_cursor.add(program)
+            elif touched:
+                touched |= await self.refresh_runs(program, touched)
             if touched:
                 self.on_change(touched)
         self.status.transactions_indexed += stored
@@ -159,17 +160,25 @@ class Indexer:
         return [(s, r) for batch, answer in zip(batches, results, strict=True)
                 for s, r in zip(batch, answer, strict=True)]  # fmt: skip
 
-    async def refresh_runs(self, program: str) -> set[str]:
-        """Re-read every run of `program`; returns the addresses whose state changed (or closed)."""
+    async def refresh_runs(self, program: str, only: set[str] | None = None) -> set[str]:
+        """Re-read the runs of `program` (all of them, or the addresses in `only`); returns the addresses
+        whose state changed or that were closed."""
         client = self.clients[program]
         now = await self.rpc.unix_time()
+        run_type = self.idl.accounts["Run"]
+        if only is None:
+            accounts = await self.rpc.program_accounts(
+                client.program_id, discriminator=run_type, size=self.idl.account_size("Run")
+            )
+        else:
+            accounts = []
+            for text in sorted(only):
+                address = Pubkey.from_string(text)
+                found = await self.rpc.account_owner_and_data(address)
+                if found is not None and found[0] == client.program_id and found[1][:8] == run_type:
+                    accounts.append((address, found[1]))
         changed: set[str] = set()
         present: set[str] = set()
-        accounts = await self.rpc.program_accounts(
-            client.program_id,
-            discriminator=self.idl.accounts["Run"],
-            size=self.idl.account_size("Run"),
-        )
         for address, data in accounts:
             present.add(str(address))
             try:
@@ -180,8 +189,8 @@ class Indexer:
                 continue
             if self.store.put_run(str(address), program, run.run_id, snapshot, now):
                 changed.add(str(address))
-        changed |= set(self.store.mark_closed(program, present))
-        return changed
+        gone = self.store.mark_closed(program, present, among=only)
+        return changed | set(gone)
 
     # -- the loop -------------------------------------------------------------------------------------
     async def run(self) -> None:

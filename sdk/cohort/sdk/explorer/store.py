@@ -213,13 +213,16 @@ class Store:
             )
         return True
 
-    def mark_closed(self, program: str, present: set[str]) -> list[str]:
-        """Runs of `program` not among `present` are closed; returns the ones newly marked."""
+    def mark_closed(
+        self, program: str, present: set[str], among: set[str] | None = None
+    ) -> list[str]:
+        """Runs of `program` (only those in `among`, when given) not in `present` are closed; returns the
+        ones newly marked."""
         with self._lock:
             rows = self.db.execute(
                 "SELECT address FROM runs WHERE program = ? AND closed = 0", (program,)
             ).fetchall()
-            gone = [r[0] for r in rows if r[0] not in present]
+            gone = [r[0] for r in rows if r[0] not in present and (among is None or r[0] in among)]
             self.db.executemany("UPDATE runs SET closed = 1 WHERE address = ?", [(g,) for g in gone])
         return gone
 
