@@ -3,24 +3,11 @@ train` clients), with the demo config cut down for CI: short epochs of ~1 s roun
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from cohort.client.runtime.local_run import DEMO_CONFIG
-
-
-def write_config(path: Path, **values: object) -> Path:
-    """The demo config with some `key = value` lines changed (each key must occur once)."""
-    text = DEMO_CONFIG.read_text()
-    for key, value in values.items():
-        pattern = re.compile(rf"^{key} = [^#\n]*", re.M)
-        assert len(pattern.findall(text)) == 1, f"{key} is not a unique key of {DEMO_CONFIG.name}"
-        literal = f'"{value}"' if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
-        text = pattern.sub(f"{key} = {literal}  ", text)
-    path.write_text(text)
-    return path
+from cohort.client.runtime.local_run import write_config
 
 
 @pytest.fixture

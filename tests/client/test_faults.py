@@ -11,10 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cohort.client.runtime.local_run import LocalRun
+from cohort.client.runtime.local_run import LocalRun, write_config
 from cohort.sdk.models import RunState
-
-from .conftest import write_config
 
 pytestmark = pytest.mark.slow
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -35,6 +36,24 @@ from cohort.sdk.wallet import save_keypair
 
 CONFIGS = Path(__file__).resolve().parents[4] / "configs"
 DEMO_CONFIG = CONFIGS / "demo-run.toml"
+
+
+def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path:
+    """A copy of the `base` run config with some `key = value` lines changed (each key must occur once)."""
+    text = base.read_text()
+    for key, value in values.items():
+        pattern = re.compile(rf"^{key} = [^#\n]*", re.M)
+        if len(pattern.findall(text)) != 1:
+            raise ValueError(f"{key} is not a key that occurs once in {base.name}")
+        if isinstance(value, bool):
+            literal = str(value).lower()
+        elif isinstance(value, str):
+            literal = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            literal = str(value)
+        text = pattern.sub(f"{key} = {literal}  ", text)
+    path.write_text(text)
+    return path
 
 
 def free_port_pair() -> int:

@@ -144,7 +144,9 @@ class Client:
         try:
             run = await self.chain.fetch_run(o.run)
             balance = await self.rpc.balance(self.wallet.pubkey())
-            self.time_offset = await self.rpc.unix_time() - time.time()
+            # the Clock shows whole seconds: the chain's time is at most one second past what it says, so
+            # estimate high and let an early tick fail (NothingToTick costs nothing) rather than tick late
+            self.time_offset = await self.rpc.unix_time() + 1 - time.time()
         except RunNotFound as e:
             raise ClientRefused(ExitCode.RUN_NOT_FOUND, str(e)) from None
         except RpcUnavailable as e:
@@ -291,7 +293,7 @@ class Client:
     async def _on_state(self, run: Run) -> None:
         me = run.client(self.wallet.pubkey())
         self.events.emit("state", state=str(run.state), epoch=run.progress.epoch, step=run.progress.step,
-                         nonce=run.nonce)  # fmt: skip
+                         seed_pending=run.seed_pending, nonce=run.nonce)  # fmt: skip
         if run.state in (RunState.WaitingForMembers, RunState.RoundTrain, RunState.RoundWitness,
                          RunState.Cooldown):
             await self._join(run)  # for the next epoch (joins are closed only during Warmup)
@@ -693,11 +695,13 @@ class Client:
             decided = await self._await_consensus(step, witnessed)
             if decided is None:
                 return False
+            started = time.perf_counter()
             if decided:
                 async with self.compute:
                     await asyncio.to_thread(self.trainer.apply, step, list(decided.values()))
             self.applied_through = step
-            self.events.emit("applied", step=step, results=len(decided))
+            self.events.emit("applied", step=step, results=len(decided),
+                             seconds=round(time.perf_counter() - started, 4))  # fmt: skip
         return True
 
     async def _await_consensus(self, step: int, witnessed: RoundView) -> dict[int, bytes] | None:
