@@ -39,19 +39,30 @@ DEMO_CONFIG = CONFIGS / "demo-run.toml"
 
 
 def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path:
-    """A copy of the `base` run config with some `key = value` lines changed (each key must occur once)."""
+    """A copy of the `base` run config with some `key = value` lines changed. A key must occur once, or be
+    named `table__key` (e.g. `lr_schedule__kind`) to pick it in the table whose header ends with `table]`."""
     text = base.read_text()
-    for key, value in values.items():
-        pattern = re.compile(rf"^{key} = [^#\n]*", re.M)
-        if len(pattern.findall(text)) != 1:
-            raise ValueError(f"{key} is not a key that occurs once in {base.name}")
+    for name, value in values.items():
+        table, _, key = name.rpartition("__")
         if isinstance(value, bool):
             literal = str(value).lower()
         elif isinstance(value, str):
             literal = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
         else:
             literal = str(value)
-        text = pattern.sub(f"{key} = {literal}  ", text)
+        start, stop = 0, len(text)
+        if table:
+            header = re.search(rf"^\[(?:[\w.]+\.)?{table}\]", text, re.M)
+            if header is None:
+                raise ValueError(f"{base.name} has no [{table}] table")
+            start = header.end()
+            following = re.compile(r"^\[", re.M).search(text, start)
+            stop = following.start() if following else len(text)
+        pattern = re.compile(rf"^{key} = [^#\n]*", re.M)
+        found = pattern.findall(text, start, stop)
+        if len(found) != 1:
+            raise ValueError(f"{name} is not a key that occurs once in {base.name} (name its table: TABLE__KEY)")
+        text = text[:start] + pattern.sub(f"{key} = {literal}  ", text[start:stop], count=1) + text[stop:]
     path.write_text(text)
     return path
 
