@@ -60,6 +60,7 @@ from .rounds import (
     StepBook,
     assignments,
     consensus,
+    drifted,
     participants_and_bloom,
     round_step,
     round_view,
@@ -107,6 +108,7 @@ class Client:
         self.applying = asyncio.Lock()  # steps are applied once each, in order
         self.cooled: set[int] = set()  # epochs whose Cooldown we handled
         self.writer = None  # CheckpointWriter, made at the first epoch end
+        self.saved = None  # CheckpointInfo of our weights at the last epoch end
         self.bytes_received = 0
         self.joined_for: int | None = None  # next_active-epoch we sent a join for
         self.time_offset = 0.0  # chain clock - local clock
@@ -370,7 +372,12 @@ class Client:
         if self.trainer is None:
             self.trainer = await self.model_ready
         peers = await self._peer_addresses(run)
-        if self.weights_epoch != run.progress.epoch:
+        saved = self.saved
+        drift = self.weights_epoch == run.progress.epoch and saved is not None and drifted(run, saved.step, saved.manifest_hash)
+        if drift:  # our weights at the epoch end differ from the committed checkpoint: take the checkpoint
+            self.events.emit("replica_drift", epoch=run.progress.epoch, ours=saved.manifest_hash.hex(),
+                             committed=run.model.checkpoint.weights_sha256.hex())  # fmt: skip
+        if self.weights_epoch != run.progress.epoch or drift:
             if run.progress.epoch == 0 and run.progress.step == 1:
                 self.weights_epoch = 0  # the first epoch: the weights derived from the run's address
             elif not await self._load_checkpoint(run, peers):
@@ -432,10 +439,14 @@ class Client:
         if self.options.threads:
             torch.set_num_threads(self.options.threads)
         started = time.perf_counter()
-        trainer = await asyncio.to_thread(
-            Trainer, self.spec, seed=initial_seed(bytes(run.address)), device=self.options.torch_device(),
-            micro_batch_size=self.options.micro_batch_size,
-        )  # fmt: skip
+        try:
+            trainer = await asyncio.to_thread(
+                Trainer, self.spec, seed=initial_seed(bytes(run.address)), device=self.options.torch_device(),
+                micro_batch_size=self.options.micro_batch_size,
+            )  # fmt: skip
+        except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included
+            raise ClientRefused(ExitCode.DATA_UNAVAILABLE,
+                                f"cannot build run {run.run_id!r}'s model and data here: {e}") from None  # fmt: skip
         params = sum(p.numel() for p in trainer.model.parameters())
         self.events.emit("model_loaded", preset=self.spec.preset, parameters=params, digest=trainer.digest(),
                          seconds=round(time.perf_counter() - started, 3), device=str(trainer.device))  # fmt: skip
@@ -754,6 +765,7 @@ class Client:
         async with self.compute:  # the snapshot copies the weights; writing happens in a thread
             future = self.writer.submit(self.trainer.model, run_id=run.run_id, step=run.progress.step, epoch=epoch)
         info = await asyncio.wrap_future(future)
+        self.saved = info
         await self.node.share_directory(info.path)
         self.events.emit("checkpoint_saved", epoch=epoch, step=info.step, path=str(info.path),
                          manifest=info.manifest_hash.hex())  # fmt: skip

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     RUN_FULL = 6
     UNFUNDED = 7
     RPC_UNREACHABLE = 8
+    DATA_UNAVAILABLE = 9  # the run's model or data cannot be built or read here
     VERSION_MISMATCH = 10  # Psyche's code: the supervisor should update the client
 
 

@@ -23,6 +23,15 @@ def round_step(run: Run) -> int:
     return run.progress.step - 1 if ended else run.progress.step
 
 
+def drifted(run: Run, saved_step: int | None, saved_hash: bytes | None) -> bool:
+    """Whether the checkpoint the run's checkpointers committed for the epoch end we also saved differs from
+    ours: our replica drifted (another GPU or BLAS can flip a near-zero sign) and must take theirs."""
+    pointer = run.model.checkpoint
+    if saved_step is None or saved_hash is None or pointer.step != saved_step:
+        return False
+    return pointer.weights_sha256 not in (bytes(32), saved_hash)
+
+
 def trains(run: Run, step: int) -> bool:
     """Whether step `step` is trained: not in the two flush rounds that end a timed-out epoch."""
     return run.last_step == 0 or step + 2 < run.last_step

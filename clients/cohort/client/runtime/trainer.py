@@ -17,7 +17,7 @@ import torch
 from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
 
 from ..checkpoint import load_weights
-from ..data import BatchId, ByteTokenizer, TokenDataset, load_corpus
+from ..data import BatchId, DataProvider, open_data_location
 from ..distro import (
     Constant,
     Cosine,
@@ -62,12 +62,10 @@ def initial_seed(run_address: bytes) -> int:
     return int.from_bytes(hashlib.sha256(b"cohort/initial-weights/v1" + run_address).digest()[:8], "little") >> 1
 
 
-def open_dataset(spec: TrainingSpec) -> TokenDataset:
-    """The run's training sequences (built-in corpora read byte by byte)."""
-    tokenizer = ByteTokenizer()
-    if spec.vocab_size != tokenizer.vocab_size:
-        raise ValueError(f"data source {spec.data_location!r} needs a vocabulary of 256, the run has {spec.vocab_size}")
-    return TokenDataset(tokenizer.encode(load_corpus(spec.data_location)), spec.max_seq_len, seed=0)
+def open_dataset(spec: TrainingSpec) -> DataProvider:
+    """The run's training sequences from its `data_location` (a built-in corpus, prepared shards on disk or
+    over HTTP, a data server), checked against the run's vocabulary."""
+    return open_data_location(spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size)
 
 
 @dataclass(frozen=True)
