@@ -555,7 +555,9 @@ INSTRUCTIONS = (
         "Close a JoinAuthorization and refund its rent (the grant is revoked with it).",
     ),
     Instruction(
-        "tick", (_user, _run_w, _slot_hashes), None, "Advance the phase when a timeout is due."
+        "tick", (_user, _run_w, _slot_hashes), None,
+        "Advance the phase when a timeout is due; from the slot after a round's inputs froze "
+        "(seed_pending), start that round.",
     ),
     Instruction("warmup_witness", (_user, _run_w, _slot_hashes), WarmupWitnessArgs),
     Instruction("witness", (_user, _run_w, _slot_hashes), WitnessArgs),
