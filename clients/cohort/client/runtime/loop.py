@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from collections.abc import Awaitable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from solders.keypair import Keypair
@@ -47,17 +45,17 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.wallet import load_keypair
 
 from ..p2p import Announcement, NodeId, NodeKey, P2PNode, PeerAddress
-from ..p2p.blob_fetch import BlobFetchError
 from .events import Events
-from .messages import Finished, MessageError, Ready, Result, decode_message
+from .exchange import Exchange
+from .messages import Finished, Ready, Result
 from .options import ClientOptions, ClientRefused, ExitCode
 from .peers import decode_endpoint, encode_endpoint
+from .weights import CheckpointShelf, default_root
 
 if TYPE_CHECKING:
     from .trainer import Trainer
 from .rounds import (
     RoundView,
-    StepBook,
     assignments,
     consensus,
     drifted,
@@ -93,23 +91,17 @@ class Client:
         self.stopping = False
         self.trainer: Trainer | None = None
         self.weights_epoch: int | None = None  # the epoch whose starting weights the model holds
-        self.books: dict[int, StepBook] = {}
         self.applied_through = 0
         self.epoch: int | None = None  # the epoch we are a prepared member of
-        self.ready: set[int] = set()
         self.ready_sent = False
         self.warmup_witnessed = False
         self.witnessed: set[int] = set()
         self.finished_sent: set[int] = set()
         self.round_tasks: dict[int, asyncio.Task] = {}
-        self.fetches: dict[tuple[int, int], asyncio.Task] = {}
         self.background: set[asyncio.Task] = set()
         self.compute = asyncio.Lock()  # the model is used by one thread at a time
         self.applying = asyncio.Lock()  # steps are applied once each, in order
         self.cooled: set[int] = set()  # epochs whose Cooldown we handled
-        self.writer = None  # CheckpointWriter, made at the first epoch end
-        self.saved = None  # CheckpointInfo of our weights at the last epoch end
-        self.bytes_received = 0
         self.joined_for: int | None = None  # next_active-epoch we sent a join for
         self.time_offset = 0.0  # chain clock - local clock
 
@@ -188,13 +180,26 @@ class Client:
             from ..p2p import IrohConfig
 
             config = IrohConfig(bind_host=o.bind_host, port=o.bind_port, relay_urls=o.relays)
-            node = P2PNode.iroh(self.node_key, bytes(run.address), config, on_message=self._on_message)
+            node = P2PNode.iroh(self.node_key, bytes(run.address), config, on_message=self._on_gossip)
         else:
             node = P2PNode.http(self.node_key, bytes(run.address), host=o.bind_host, port=o.bind_port,
-                                on_message=self._on_message)  # fmt: skip
+                                on_message=self._on_gossip)  # fmt: skip
         self.node = await stack.enter_async_context(node)
+        self.exchange = Exchange(self.node, self.core, self.events, lambda: self.latest, self._check,
+                                 self._spawn, self.changed)  # fmt: skip
+        stack.callback(self.exchange.close)
+        root = o.checkpoint_dir or default_root(str(run.address))
+        self.shelf = CheckpointShelf(root, self.node)
         self.endpoint = encode_endpoint(self.node.address)
         self.events.emit("p2p_started", node_id=self.node_key.node_id.hex(), endpoint=self.endpoint)
+
+    def _on_gossip(self, announcement: Announcement) -> None:
+        self.exchange.on_message(announcement)
+
+    def _check(self, payload: bytes):
+        if self.trainer is None:
+            raise ValueError("no model yet to check results against")
+        return self.trainer.check(payload)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -348,14 +353,10 @@ class Client:
     def _end_epoch_work(self) -> None:
         for task in self.round_tasks.values():
             task.cancel()
-        for task in self.fetches.values():
-            task.cancel()
         self.round_tasks.clear()
-        self.fetches.clear()
-        self.books.clear()
+        self.exchange.reset()
         self.witnessed.clear()
         self.finished_sent.clear()
-        self.ready.clear()
         self.ready_sent = self.warmup_witnessed = False
         self.epoch = None
 
@@ -372,7 +373,7 @@ class Client:
         if self.trainer is None:
             self.trainer = await self.model_ready
         peers = await self._peer_addresses(run)
-        saved = self.saved
+        saved = self.shelf.saved
         drift = self.weights_epoch == run.progress.epoch and saved is not None and drifted(run, saved.step, saved.manifest_hash)
         if drift:  # our weights at the epoch end differ from the committed checkpoint: take the checkpoint
             self.events.emit("replica_drift", epoch=run.progress.epoch, ours=saved.manifest_hash.hex(),
@@ -394,7 +395,7 @@ class Client:
     async def _load_checkpoint(self, run: Run, peers: dict[NodeId, PeerAddress]) -> bool:
         """A joiner's weights: the checkpoint the chain points at (the hash its checkpointers committed at
         the last epoch end), from the peers that hold it, verified before use."""
-        from ..checkpoint import CheckpointError, FromPeers, fetch_checkpoint
+        from ..checkpoint import CheckpointError
 
         assert self.trainer is not None
         until = time.monotonic() + max(run.config.warmup_time / 2, 5)
@@ -411,9 +412,7 @@ class Client:
         self.node.set_clients(peers.values())  # this epoch's members: they admit us and we them
         started = time.perf_counter()
         try:
-            path = await fetch_checkpoint(FromPeers(self.node, tuple(peers.values())), checkpoint.weights_sha256,
-                                          self._checkpoint_root() / f"joined-{checkpoint.weights_sha256.hex()[:16]}")  # fmt: skip
-            assert path is not None
+            path = await self.shelf.fetch(checkpoint.weights_sha256, peers.values())
             async with self.compute:
                 await asyncio.to_thread(self.trainer.load, path, checkpoint.weights_sha256)
         except (CheckpointError, OSError) as e:
@@ -424,12 +423,6 @@ class Client:
                          manifest=checkpoint.weights_sha256.hex(), digest=self.trainer.digest(),
                          seconds=round(time.perf_counter() - started, 3))  # fmt: skip
         return True
-
-    def _checkpoint_root(self) -> Path:
-        if self.options.checkpoint_dir is not None:
-            return self.options.checkpoint_dir
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cache / "cohort" / "checkpoints" / str(self.latest.address if self.latest else "run")
 
     async def _build_trainer(self, run: Run) -> Trainer:
         import torch  # the training stack loads only once there is something to train
@@ -474,15 +467,16 @@ class Client:
         is, send our warmup witness, so RoundTrain starts as soon as all are ready, not at the timeout."""
         me = run.client(self.wallet.pubkey())
         assert me is not None
-        self.ready.add(me.index)
+        ready = self.exchange.ready
+        ready.add(me.index)
         if not self.ready_sent:
             self.ready_sent = True
             self._spawn(self._announce_ready(run.progress.epoch, run.progress.step))
         healthy = {c.index for c in run.clients if c.healthy}
-        if healthy <= self.ready and not self.warmup_witnessed:
+        if healthy <= ready and not self.warmup_witnessed:
             self.warmup_witnessed = True
             if await self._send("warmup_witness", self.chain.warmup_witness(self.wallet, run.address, me.index)):
-                self.events.emit("warmup_witnessed", epoch=run.progress.epoch, ready=len(self.ready))
+                self.events.emit("warmup_witnessed", epoch=run.progress.epoch, ready=len(ready))
 
     async def _announce_ready(self, epoch: int, step: int) -> None:
         while not self.stopping and self.epoch == epoch:
@@ -500,79 +494,6 @@ class Client:
         if run is not None and run.state == RunState.Warmup and self.epoch == run.progress.epoch:
             await self._warmup(run)
 
-    # -- gossip -----------------------------------------------------------------------------------------
-    def _on_message(self, announcement: Announcement) -> None:
-        run = self.latest
-        if run is None:
-            return
-        sender = next((c for c in run.clients if bytes(c.p2p_identity) == announcement.origin.key), None)
-        if sender is None:
-            return  # not a member of this epoch (the allowlist keeps strangers out already)
-        try:
-            message = decode_message(announcement.payload)
-        except MessageError as e:
-            self.events.emit("bad_message", sender=sender.index, error=str(e))
-            return
-        if isinstance(message, Ready):
-            if message.epoch == run.progress.epoch:
-                self.ready.add(sender.index)
-        elif isinstance(message, Finished):
-            self._book(message.step).finished.add(sender.index)
-        elif isinstance(message, Result):
-            if announcement.round != message.step or not self._assigned(run, sender.index, message):
-                self.events.emit("bad_message", sender=sender.index, error="result for a batch it was not given")
-                return
-            book = self._book(message.step)
-            if sender.index in book.announced:
-                return  # one result per trainer and step: the first announcement counts
-            book.announced[sender.index] = message.commitment
-            key = (message.step, sender.index)
-            self.fetches[key] = self._spawn(self._fetch(message, sender.index, announcement.origin))
-        self.changed.set()
-
-    def _assigned(self, run: Run, index: int, message: Result) -> bool:
-        """Whether `index` trains exactly that batch at that step (unknown yet for a step ahead of us)."""
-        back = round_step(run) - message.step
-        view = round_view(self.core, run, back) if back >= 0 else None
-        if view is None or view.step != message.step:
-            return message.step >= run.progress.step  # a round we have not seen yet: checked when applied
-        return assignments(self.core, view).get(index) == (message.batch_start, message.batch_end)
-
-    def _book(self, step: int) -> StepBook:
-        book = self.books.get(step)
-        if book is None:
-            book = self.books[step] = StepBook(step)
-            for old in [s for s in self.books if s < step - 3]:
-                del self.books[old]
-        return book
-
-    async def _fetch(self, message: Result, index: int, origin: NodeId, deadline: float = 60.0) -> None:
-        """Download and check a peer's result; other holders are tried when the announcer fails."""
-        until = time.monotonic() + deadline
-        while time.monotonic() < until and not self.stopping:
-            try:
-                data = await self.node.fetch_blob(message.commitment, self.node.providers_for(origin),
-                                                  round=message.step, max_size=message.size)  # fmt: skip
-            except (BlobFetchError, OSError) as e:
-                self.events.emit("fetch_retry", step=message.step, sender=index, error=str(e)[:200])
-                await asyncio.sleep(0.5)
-                continue
-            if self.trainer is None:
-                return
-            try:
-                received = self.trainer.check(data)
-                if (received.step, received.batch.start, received.batch.end) != (
-                    message.step, message.batch_start, message.batch_end):  # fmt: skip
-                    raise ValueError("payload header disagrees with its announcement")
-            except ValueError as e:
-                self.events.emit("bad_result", step=message.step, sender=index, error=str(e)[:200])
-                return
-            self.bytes_received += len(data)
-            self._book(message.step).results[index] = (message.commitment, data)
-            self.changed.set()
-            return
-        self.events.emit("fetch_gave_up", step=message.step, sender=index)
-
     # -- one round --------------------------------------------------------------------------------------
     async def _round(self, step: int) -> None:
         run = self.latest
@@ -588,14 +509,12 @@ class Client:
         me = run.client(self.wallet.pubkey())
         assert me is not None
         self._spawn(self._health_checks(run))
-        book = self._book(step)
         batch = assignments(self.core, view).get(me.index)
         if batch is not None and trains(run, step) and view.active(me.index):
             async with self.compute:
                 out = await asyncio.to_thread(self.trainer.train, step, *batch)
             commitment = self.node.add_blob(out.payload, step)
-            book.results[me.index] = (commitment, out.payload)
-            book.announced[me.index] = commitment
+            book = self.exchange.keep_own(step, me.index, commitment, out.payload)
             book.loss, book.tokens, book.seconds, book.trained = out.loss, out.tokens, out.seconds, True
             await self.node.announce(step, Result(step, *batch, commitment, len(out.payload)).encode())
             self.events.emit("trained", step=step, loss=round(out.loss, 5), tokens=out.tokens,
@@ -617,7 +536,7 @@ class Client:
         return {i for i in assignments(self.core, view) if i in healthy and view.active(i)}
 
     def _holds_all(self, run: Run, step: int) -> bool:
-        book = self.books.get(step)
+        book = self.exchange.held(step)
         return self._expected(run, step) <= set(book.results if book else ())
 
     async def _finish(self, step: int) -> None:
@@ -634,7 +553,7 @@ class Client:
             self.finished_sent.add(step)
             me = self.latest.client(self.wallet.pubkey()) if self.latest else None
             if me is not None:
-                self._book(step).finished.add(me.index)
+                self.exchange.book(step).finished.add(me.index)
             await self.node.announce(step, Finished(step).encode())
 
     async def _witness(self, step: int, force: bool) -> None:
@@ -646,7 +565,7 @@ class Client:
             if round_step(run) != step or run.state != RunState.RoundTrain:
                 break
             active = {c.index for c in run.clients if c.healthy}
-            if active <= self._book(step).finished:
+            if active <= self.exchange.book(step).finished:
                 break
             await self._wait()
         run = self.latest
@@ -659,14 +578,14 @@ class Client:
         if position is None or run.state not in (RunState.RoundTrain, RunState.RoundWitness):
             return
         self.witnessed.add(step)
-        participants, salt, bloom = participants_and_bloom(self.core, self.books.get(step - 1))
-        book = self._book(step)
+        participants, salt, bloom = participants_and_bloom(self.core, self.exchange.held(step - 1))
+        book = self.exchange.book(step)
         stats = self.node.transport.stats
         metadata = {
             "loss": float(book.loss or 0.0),
             "tokens_per_sec": float(book.tokens / book.seconds) if book.seconds else 0.0,
             "bytes_sent": int(getattr(self.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent),
-            "bytes_received": int(self.bytes_received),
+            "bytes_received": int(self.exchange.bytes_received),
         }
         args = {"step": step, "index": me.index, "position": position, "participants": participants,
                 "bloom_salt": salt, "broadcast_bloom": bloom, "metadata": metadata}  # fmt: skip
@@ -724,7 +643,7 @@ class Client:
         while True:
             run = self.latest
             assert run is not None
-            decided = consensus(self.core, run, witnessed, self.books.get(step))
+            decided = consensus(self.core, run, witnessed, self.exchange.held(step))
             if not decided.missing:
                 return decided.accepted
             if time.monotonic() > until or self.stopping:
@@ -757,16 +676,9 @@ class Client:
     async def _checkpoint(self, run: Run, epoch: int) -> None:
         """Every finisher writes the epoch's weights (in the background) and serves them to joiners; the
         run's checkpointers also commit the checkpoint's manifest hash on chain."""
-        from ..checkpoint import CheckpointWriter
-
         assert self.trainer is not None
-        if self.writer is None:
-            self.writer = CheckpointWriter(self._checkpoint_root(), keep_last=2)
-        async with self.compute:  # the snapshot copies the weights; writing happens in a thread
-            future = self.writer.submit(self.trainer.model, run_id=run.run_id, step=run.progress.step, epoch=epoch)
-        info = await asyncio.wrap_future(future)
-        self.saved = info
-        await self.node.share_directory(info.path)
+        info = await self.shelf.save(self.trainer.model, run_id=run.run_id, step=run.progress.step, epoch=epoch,
+                                     lock=self.compute)  # fmt: skip
         self.events.emit("checkpoint_saved", epoch=epoch, step=info.step, path=str(info.path),
                          manifest=info.manifest_hash.hex())  # fmt: skip
         if self.wallet.pubkey() in run.checkpointers:

@@ -1,0 +1,45 @@
+"""This client's checkpoints: the epoch-end weights it writes (in the background) and serves to joiners, and
+the committed checkpoint it fetches from peers when it lacks an epoch's starting weights."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..checkpoint import CheckpointInfo, CheckpointWriter, FromPeers, fetch_checkpoint
+from ..p2p import P2PNode, PeerAddress
+
+KEEP_LAST = 2  # epoch-end checkpoints kept on disk
+
+
+def default_root(run_address: str) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "cohort" / "checkpoints" / run_address
+
+
+class CheckpointShelf:
+    def __init__(self, root: Path, node: P2PNode) -> None:
+        self.root, self.node = root, node
+        self.writer: CheckpointWriter | None = None
+        self.saved: CheckpointInfo | None = None  # our weights at the last epoch end
+
+    async def save(self, model, *, run_id: str, step: int, epoch: int, lock: asyncio.Lock) -> CheckpointInfo:
+        """Write the model as a Hugging Face checkpoint without blocking the loop, then serve it."""
+        if self.writer is None:
+            self.writer = CheckpointWriter(self.root, keep_last=KEEP_LAST)
+        async with lock:  # the snapshot copies the weights; the writing happens in the writer's thread
+            future = self.writer.submit(model, run_id=run_id, step=step, epoch=epoch)
+        info = await asyncio.wrap_future(future)
+        self.saved = info
+        await self.node.share_directory(info.path)
+        return info
+
+    async def fetch(self, manifest_hash: bytes, peers: Iterable[PeerAddress]) -> Path:
+        """The checkpoint with `manifest_hash`, from the peers that hold it, verified (CheckpointError
+        otherwise); afterwards we serve it too."""
+        dest = self.root / f"joined-{manifest_hash.hex()[:16]}"
+        path = await fetch_checkpoint(FromPeers(self.node, tuple(peers)), manifest_hash, dest)
+        assert path is not None
+        return path
