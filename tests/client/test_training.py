@@ -4,6 +4,7 @@ clients survive a cut websocket (the localnet restarted on its ledger) by pollin
 
 from __future__ import annotations
 
+import signal
 import statistics
 from pathlib import Path
 
@@ -70,3 +71,9 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
         # points: one per round of each finished epoch, to each client
         earned = {str(e.signer): e.earned for e in run.registry}
         assert all(earned[str(w.pubkey())] > 0 for w, _ in wallets), earned
+        # SIGTERM: the client finishes what is in flight, then leaves the run (exit_run) and exits 0
+        trainers[0].process.send_signal(signal.SIGTERM)
+        assert trainers[0].process.wait(60) == 0
+        assert trainers[0].events("exited")
+        left = await lr.state()
+        assert all(e.signer != wallets[0][0].pubkey() for e in left.registry)

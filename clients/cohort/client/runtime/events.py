@@ -2,7 +2,8 @@
 
 Every event is one JSON object per line `{"t": unix time, "event": name, ...fields}` in the `--events`
 file; tests and supervisors read these, never the console text. The console shows the same events as
-short human lines (`--logs console`) or as JSON (`--logs json`).
+short human lines (`--logs console`) or as JSON (`--logs json`); on a terminal the console also keeps a
+live status line at the bottom (phase, step, loss, tokens/s, peers).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
 
 class Events:
@@ -30,6 +33,19 @@ class Events:
         self.console = console or Console(stderr=False, highlight=False)
         self.name = name
         self._lock = threading.Lock()
+        self._status: dict[str, Any] = {}
+        self._live: Live | None = None
+        if logs == "console" and self.console.is_terminal:
+            self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def status(self, **fields: Any) -> None:
+        """Update the live status line (terminal only)."""
+        self._status.update(fields)
+        if self._live is not None:
+            parts = [f"{k} {v}" for k, v in self._status.items() if v is not None]
+            self._live.update(Text(("cohort " + self.name + " | " if self.name else "cohort | ") + " | ".join(parts),
+                                   style="bold cyan"))  # fmt: skip
 
     def emit(self, event: str, **fields: Any) -> None:
         record = {"t": round(time.time(), 3), "event": event, **fields}
@@ -54,6 +70,9 @@ class Events:
         return f"{who}{escape(event)} {escape(text)}"
 
     def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -301,6 +301,8 @@ class Client:
         me = run.client(self.wallet.pubkey())
         self.events.emit("state", state=str(run.state), epoch=run.progress.epoch, step=run.progress.step,
                          seed_pending=run.seed_pending, nonce=run.nonce)  # fmt: skip
+        self.events.status(phase=str(run.state), epoch=run.progress.epoch, step=run.progress.step,
+                           clients=len(run.clients))  # fmt: skip
         if run.state in (RunState.WaitingForMembers, RunState.RoundTrain, RunState.RoundWitness,
                          RunState.Cooldown):
             await self._join(run)  # for the next epoch (joins are closed only during Warmup)
@@ -411,6 +413,7 @@ class Client:
             run = self.latest or run
         self.node.set_clients(peers.values())  # this epoch's members: they admit us and we them
         started = time.perf_counter()
+        self.events.status(model=f"fetching checkpoint {checkpoint.weights_sha256.hex()[:12]}…")
         try:
             path = await self.shelf.fetch(checkpoint.weights_sha256, peers.values())
             async with self.compute:
@@ -432,6 +435,7 @@ class Client:
         if self.options.threads:
             torch.set_num_threads(self.options.threads)
         started = time.perf_counter()
+        self.events.status(model=f"building {self.spec.preset}…")
         try:
             trainer = await asyncio.to_thread(
                 Trainer, self.spec, seed=initial_seed(bytes(run.address)), device=self.options.torch_device(),
@@ -441,6 +445,7 @@ class Client:
             raise ClientRefused(ExitCode.DATA_UNAVAILABLE,
                                 f"cannot build run {run.run_id!r}'s model and data here: {e}") from None  # fmt: skip
         params = sum(p.numel() for p in trainer.model.parameters())
+        self.events.status(model=f"{self.spec.preset} ({params:,} parameters)")
         self.events.emit("model_loaded", preset=self.spec.preset, parameters=params, digest=trainer.digest(),
                          seconds=round(time.perf_counter() - started, 3), device=str(trainer.device))  # fmt: skip
         return trainer
@@ -517,6 +522,8 @@ class Client:
             book = self.exchange.keep_own(step, me.index, commitment, out.payload)
             book.loss, book.tokens, book.seconds, book.trained = out.loss, out.tokens, out.seconds, True
             await self.node.announce(step, Result(step, *batch, commitment, len(out.payload)).encode())
+            self.events.status(loss=f"{out.loss:.4f}", tok_s=f"{out.tokens / out.seconds:,.0f}",
+                               peers=len(self.peers))  # fmt: skip
             self.events.emit("trained", step=step, loss=round(out.loss, 5), tokens=out.tokens,
                              seconds=round(out.seconds, 3), tokens_per_sec=round(out.tokens / out.seconds, 1),
                              batch=list(batch), bytes=len(out.payload))  # fmt: skip
