@@ -1,5 +1,5 @@
-"""Three `cohort train` processes train a tiny Llama together on a real localnet, over real P2P sockets:
-loss falls, replicas stay bit-identical, every round is witnessed on chain, points are credited, and the
+"""Three `cohort train` processes train a tiny Llama together on a real localnet, over real P2P sockets,
+starting from the run's Hub checkpoint (a local directory, verified against the hash on chain): loss falls, replicas stay bit-identical, every round is witnessed on chain, points are credited, and the
 clients survive a cut websocket (the localnet restarted on its ledger) by polling."""
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from cohort.client.checkpoint import save_checkpoint
 from cohort.client.runtime.local_run import LocalRun
+from cohort.client.runtime.trainer import Trainer
+from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import RunState
+from cohort.sdk.presets import training_spec
+from cohort.sdk.run_config import load_run_file
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +41,20 @@ async def witnessed_steps(lr: LocalRun) -> dict[int, int]:
     return counts
 
 
+def starting_checkpoint(config: Path, root: Path) -> tuple[Path, str]:
+    """A checkpoint for the run to start from (a local directory named as its Hub repo, with its hash)."""
+    run_file = load_run_file(config, CoordinatorCore())
+    trainer = Trainer(training_spec(run_file.metadata, run_file.model), seed=1234)
+    info = save_checkpoint(trainer.model, root, run_id=run_file.run_id, step=0, epoch=0)
+    text = config.read_text().replace('kind = "Dummy"', 'kind = "Hub"').replace(
+        'repo = "demo"', f'repo = "{info.path}"\nweights_sha256 = "{info.manifest_hash.hex()}"')
+    config.write_text(text)
+    return config, trainer.digest()
+
+
 async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_config: Path, tmp_path: Path):
-    async with LocalRun(config=ci_config, root=tmp_path / "run") as lr:
+    config, start_digest = starting_checkpoint(ci_config, tmp_path / "start")
+    async with LocalRun(config=config, root=tmp_path / "run") as lr:
         wallets = [lr.new_wallet(f"c{i}") for i in range(3)]
         for wallet, _ in wallets:
             await lr.fund(wallet)
@@ -51,6 +68,9 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
         run = await lr.wait_for(lambda r: r.progress.epoch >= 3, 90, "a third epoch after the restart")
 
         assert all(t.alive for t in trainers), [t.log_path.read_text()[-2000:] for t in trainers if not t.alive]
+        # the run started from its Hub checkpoint (verified against the hash in the run's config)
+        assert all([e["digest"] for e in t.events("checkpoint_loaded") if e["epoch"] == 0] == [start_digest]
+                   for t in trainers), [t.events("no_weights") for t in trainers]  # fmt: skip
         # every replica ends every epoch with the same weights
         for epoch in range(3):
             digests = {t.name: [e["digest"] for e in t.events("epoch_end") if e["epoch"] == epoch] for t in trainers}

@@ -382,7 +382,9 @@ class Client:
                              committed=run.model.checkpoint.weights_sha256.hex())  # fmt: skip
         if self.weights_epoch != run.progress.epoch or drift:
             if run.progress.epoch == 0 and run.progress.step == 1:
-                self.weights_epoch = 0  # the first epoch: the weights derived from the run's address
+                if not await self._starting_weights(run):
+                    await self._exit_epoch()
+                    return
             elif not await self._load_checkpoint(run, peers):
                 await self._exit_epoch()  # do not keep the others waiting for our Ready
                 return
@@ -393,6 +395,29 @@ class Client:
         self.node.advance_round(run.progress.step)
         self.events.emit("epoch_started", epoch=run.progress.epoch, step=run.progress.step,
                          clients=len(run.clients), peers=len(peers))  # fmt: skip
+
+    async def _starting_weights(self, run: Run) -> bool:
+        """A new run's first weights: a Hub checkpoint (a repo or a local directory) when the run names one
+        with its hash, else the weights every client derives from the run's address (already built)."""
+        from ..checkpoint import CheckpointError
+
+        assert self.trainer is not None
+        pointer = run.model.checkpoint
+        if pointer.kind in ("Hub", "P2P") and pointer.repo and pointer.weights_sha256 != bytes(32):
+            try:
+                path = await self.shelf.fetch_hub(pointer.repo, pointer.revision, pointer.weights_sha256)
+                async with self.compute:
+                    await asyncio.to_thread(self.trainer.load, path, pointer.weights_sha256)
+            except (CheckpointError, OSError) as e:
+                self.events.emit("no_weights", epoch=0, reason=str(e)[:300])
+                return False
+            self.events.emit("checkpoint_loaded", epoch=0, step=pointer.step, source=pointer.repo,
+                             manifest=pointer.weights_sha256.hex(), digest=self.trainer.digest())  # fmt: skip
+        elif pointer.kind in ("Gcs", "P2PGcs") and pointer.weights_sha256 != bytes(32):
+            self.events.emit("no_weights", epoch=0, reason="this client does not read GCS checkpoints")
+            return False
+        self.weights_epoch = 0
+        return True
 
     async def _load_checkpoint(self, run: Run, peers: dict[NodeId, PeerAddress]) -> bool:
         """A joiner's weights: the checkpoint the chain points at (the hash its checkpointers committed at

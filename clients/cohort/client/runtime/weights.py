@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..checkpoint import CheckpointInfo, CheckpointWriter, FromPeers, fetch_checkpoint
+from ..checkpoint import CheckpointInfo, CheckpointWriter, FromHub, FromPeers, fetch_checkpoint
 from ..p2p import P2PNode, PeerAddress
 
 KEEP_LAST = 2  # epoch-end checkpoints kept on disk
@@ -41,5 +41,12 @@ class CheckpointShelf:
         otherwise); afterwards we serve it too."""
         dest = self.root / f"joined-{manifest_hash.hex()[:16]}"
         path = await fetch_checkpoint(FromPeers(self.node, tuple(peers)), manifest_hash, dest)
+        assert path is not None
+        return path
+
+    async def fetch_hub(self, repo: str, revision: str, manifest_hash: bytes) -> Path:
+        """A run's starting checkpoint from a Hugging Face repo (or a local directory), verified."""
+        source = FromHub(repo, revision or None, token=os.environ.get("HF_TOKEN"))
+        path = await fetch_checkpoint(source, manifest_hash, self.root / f"hub-{manifest_hash.hex()[:16]}")
         assert path is not None
         return path
