@@ -102,7 +102,6 @@ class Client:
         self.compute = asyncio.Lock()  # the model is used by one thread at a time
         self.applying = asyncio.Lock()  # steps are applied once each, in order
         self.cooled: set[int] = set()  # epochs whose Cooldown we handled
-        self.joined_for: int | None = None  # next_active-epoch we sent a join for
         self.time_offset = 0.0  # chain clock - local clock
 
     # -- the outer shell ------------------------------------------------------------------------------
