@@ -158,7 +158,7 @@ def make_app(
                     await response.write(b": keepalive\n\n")
                     continue
                 await response.write(f"event: change\ndata: {json.dumps(message)}\n\n".encode())
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the page went away
             pass
         finally:
             feed.unsubscribe(q)
