@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -32,8 +33,9 @@ def rounds_of(trainer) -> dict[int, dict[str, float]]:
         kind = e["event"]
         if kind == "state" and e["state"] == "RoundTrain":
             out.setdefault(e["step"], {}).setdefault("start", e["t"])
-        elif kind == "state" and e["state"] == "RoundWitness" and not e.get("seed_pending"):
-            out.setdefault(e["step"], {}).setdefault("witness_phase", e["t"])
+        elif kind == "state" and e["state"] == "RoundWitness":  # the round's training time is over
+            step = e["step"] - 1 if e.get("seed_pending") else e["step"]  # the step moves on when it ends
+            out.setdefault(step, {}).setdefault("witness_phase", e["t"])
         elif kind == "applied":
             out.setdefault(e["step"] + 2, {})["apply"] = e.get("seconds", 0.0)
         elif kind == "trained":
@@ -65,11 +67,14 @@ async def main(args: argparse.Namespace) -> None:
             await lr.wait_for(lambda r: r.progress.step >= target, 60 * args.rounds, f"{args.rounds} rounds")
             per_client = [rounds_of(t) for t in trainers]
     skip = first.progress.step + 2  # the first two rounds apply nothing: not steady state
-    rows = []
-    for rounds in per_client:
-        for step, r in rounds.items():
-            if step >= skip and {"start", "end", "compute", "trained_at", "witness_phase"} <= r.keys():
-                rows.append(r)
+    steps = sorted({s for rounds in per_client for s in rounds if s >= skip})
+    rows, slowest = [], []
+    for step in steps:
+        seen = [r[step] for r in per_client if step in r]
+        complete = [r for r in seen if {"start", "end", "compute", "trained_at", "witness_phase"} <= r.keys()]
+        if len(complete) == len(per_client):
+            rows += complete
+            slowest.append(max(r["compute"] + r.get("apply", 0.0) for r in complete))
     if not rows:
         raise SystemExit("no complete steady-state rounds were recorded")
 
@@ -78,27 +83,30 @@ async def main(args: argparse.Namespace) -> None:
 
     wall = med(lambda r: r["end"] - r["start"])
     compute = med(lambda r: r["compute"] + r.get("apply", 0.0))
+    slow = statistics.median(slowest)
     waiting = med(lambda r: r["witness_phase"] - r["trained_at"])
     witness_phase = med(lambda r: r["end"] - r["witness_phase"])
     before = med(lambda r: r["trained_at"] - r["compute"] - r.get("apply", 0.0) - r["start"])
     payload = med(lambda r: r["bytes"])
     table = Table(title=f"{args.clients} clients, {args.preset}, {args.batch}×{args.seq} tokens a round, "
-                        f"{args.p2p}, {len(rows)} client-rounds")  # fmt: skip
+                        f"{args.p2p}, {len(slowest)} rounds")  # fmt: skip
     table.add_column("per round (median)")
     table.add_column("seconds", justify="right")
     table.add_column("share of wall", justify="right")
     for name, value in [
         ("wall time (round start → next round start)", wall),
-        ("compute: apply(h-2) + fwd/bwd + DisTrO", compute),
+        ("compute of a client: apply(h-2) + fwd/bwd + DisTrO", compute),
+        ("compute of the round's slowest client", slow),
         ("before compute (scheduling, data)", before),
         ("waiting: peers' results, Finished, witnesses", waiting),
-        ("witness phase: round_witness_time + seed slot + tick", witness_phase),
+        ("round end → next round: witness time, seed slot, tick", witness_phase),
     ]:
         table.add_row(name, f"{value:.3f}", f"{value / wall:.0%}")
     console.print(table)
-    console.print(f"not computing: {1 - compute / wall:.0%} of the round; result payload {payload:,.0f} bytes "
-                  f"per client per round (sent once per peer that fetches it: ~{payload * (args.clients - 1):,.0f} "
-                  f"bytes up, as much down)")  # fmt: skip
+    console.print(f"not computing: {1 - slow / wall:.0%} of the round beyond its slowest client's compute "
+                  f"({1 - compute / wall:.0%} for a median client: {args.clients} clients share this machine's "
+                  f"{os.cpu_count()} cores); result payload {payload:,.0f} bytes per client per round, sent "
+                  f"once to each peer that fetches it (~{payload * (args.clients - 1):,.0f} bytes up, as much down)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -71,16 +71,15 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         state = chain.state(run)
         step = state["progress"]["step"]
         round_ = core.round_bytes(chain.run_bytes(run)[8:])
-        for index, wallet in enumerate(members):
-            position = core.witness_position(round_, index)
-            if position is None or position >= config["witness_nodes"]:
-                continue
+        elected = [(index, wallet, core.witness_position(round_, index)) for index, wallet in enumerate(members)]
+        elected = [e for e in elected if e[2] is not None and e[2] < config["witness_nodes"]]
+        chain.advance(config["round_witness_time"])  # the round's training takes time
+        for k, (index, wallet, position) in enumerate(elected):
             args = {"step": step, "index": index, "position": position, "participants": participants,
                     "bloom_salt": 1, "broadcast_bloom": b"\xff" * 512,
                     "metadata": {"loss": 1.0, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 1}}  # fmt: skip
-            record("witness", chain.call("witness", wallet, run, args))
-        chain.advance(config["round_witness_time"])
-        record("tick (end round: freeze)", chain.call("tick", members[0], run))
+            last = k == len(elected) - 1  # the last elected witness ends the round and freezes its inputs
+            record("witness (last: ends round)" if last else "witness", chain.call("witness", wallet, run, args))
         start_round()
 
     everyone = b"\xff" * 32

@@ -49,8 +49,7 @@ def test_full_lifecycle(chain, core, clients):
         args = witness_args(chain, core, run, index, step)
         if args:
             chain.call("witness", wallet, run, args)
-    chain.advance(config["round_witness_time"])
-    chain.call("tick", members[0], run)
+    # the last elected witness ended the round: the next one starts a slot later
     assert start_pending_round(chain, run, members[0])
     state = chain.state(run)
     assert state["epoch"]["last_step"] == state["progress"]["step"] + 2

@@ -1,6 +1,7 @@
 """The round seed: nobody who sends a transaction that fixes a round's inputs can compute the seed they
-lead to. The transaction that ends a round (or Warmup) freezes its inputs (witness digest, next round's
-members) and records its slot; a tick in a later slot starts the round with
+lead to. The transaction that ends a round (the last elected witness, or the tick after the witness time;
+or the end of Warmup) freezes its inputs (witness digest, next round's members) and records its slot; a
+tick in a later slot starts the round with
 seed = sha256(previous seed || hash of that slot || witness digest)[0..8]."""
 
 from __future__ import annotations
@@ -49,10 +50,8 @@ def epoch(chain):
 
 def test_the_seed_is_the_hash_of_the_slot_the_inputs_froze_in(chain, core):
     run, members = epoch(chain)
-    submit_witnesses(chain, core, run, members)
-    chain.advance(CONFIG["round_witness_time"])
     before = chain.state(run)
-    chain.call("tick", members[0], run)  # the round is over: its inputs freeze in this slot
+    submit_witnesses(chain, core, run, members)  # the last elected witness ends the round: inputs freeze
     frozen = chain.state(run)
     assert frozen["seed_pending"] and frozen["seed_slot"] == chain.slot
     assert frozen["run_state"] == "RoundWitness" and frozen["progress"]["step"] == before["progress"]["step"] + 1
@@ -68,7 +67,7 @@ def test_the_seed_is_the_hash_of_the_slot_the_inputs_froze_in(chain, core):
         state = chain.state(run)
         assert state["run_state"] == "RoundTrain" and not state["seed_pending"]
         seeds.append(current_round(state)["random_seed"])
-    witness_digest = current_round(before)["witness_digest"]
+    witness_digest = current_round(frozen)["witness_digest"]
     assert seeds[0] == seeds[1] == expected_seed(before["last_seed"], hash_of_slot(freeze_slot), witness_digest)
     # a different block in the freezing slot (another fork) is another seed
     chain.restore(run, snapshot)
@@ -99,9 +98,7 @@ def test_members_are_frozen_with_the_inputs(chain, core):
     """A member leaving after the freeze (when it could know the seed) does not change the next round's
     trainers, so it cannot redraw the committee by leaving."""
     run, members = epoch(chain)
-    submit_witnesses(chain, core, run, members)
-    chain.advance(CONFIG["round_witness_time"])
-    chain.call("tick", members[0], run)
+    submit_witnesses(chain, core, run, members)  # the round ends with its last witness: inputs frozen
     chain.next_slot()
     chain.call("exit_run", members[7], run)  # also starts the round (any instruction does)
     state = chain.state(run)
@@ -156,8 +153,6 @@ def test_a_witness_grinding_its_salt_cannot_pick_the_next_committee(chain, core)
         salt = next((s for s in range(64) if attacker in predicted_next_committee(
             core, chain, run, signer, make_witness(attacker, position, step, salt=s), freeze)), 0)  # fmt: skip
         chain.call("witness", members[attacker], run, make_witness(attacker, position, step, salt=salt))
-        chain.advance(1)
-        chain.call("tick", members[honest], run)
-        assert start_pending_round(chain, run, members[honest])
+        assert start_pending_round(chain, run, members[honest])  # its witness ended the round
         wins += attacker in elected(chain, core, run)
     assert wins <= 14, f"the grinding witness won {wins} of 24 rounds"

@@ -370,14 +370,15 @@ def play_round(
     participants: bytes = ALL_PARTICIPANTS,
     all_elected: bool = True,
 ) -> int:
-    """Elected healthy witnesses submit (`participants` as their bitmap), the round moves to
-    RoundWitness (early when all did, else at its timeout), then the witness time passes and a tick ends
-    the round. With all_elected, every elected witness must have been able to submit. Returns the
-    number of witnesses."""
+    """Elected healthy witnesses submit (`participants` as their bitmap). When all of them did, the last
+    witness ended the round; else the round times out into RoundWitness and, once the witness time passed,
+    a tick ends it. Then the next round starts a slot later. With all_elected, every elected witness must
+    have been able to submit. Returns the number of witnesses."""
     state = chain.state(run)
     assert state["run_state"] == "RoundTrain"
     config, clients = state["config"], state["epoch"]["clients"]
     step = state["progress"]["step"]
+    chain.advance(config["round_witness_time"])  # training takes time (a round is never instant)
     submitted = 0
     for index, position in elected(chain, core, run).items():
         if clients[index]["state"] != "Healthy" or submitted == config["witness_nodes"]:
@@ -391,9 +392,11 @@ def play_round(
     if chain.state(run)["run_state"] == "RoundTrain":
         chain.advance(config["max_round_train_time"])
         chain.call("tick", members[0], run)
-    assert chain.state(run)["run_state"] == "RoundWitness"
-    chain.advance(config["round_witness_time"])
-    chain.call("tick", members[0], run)
+        assert chain.state(run)["run_state"] == "RoundWitness"
+    state = chain.state(run)
+    if state["run_state"] == "RoundWitness" and not state["seed_pending"]:
+        chain.advance(config["round_witness_time"])
+        chain.call("tick", members[0], run)
     start_pending_round(chain, run, members[0])
     return submitted
 

@@ -90,9 +90,7 @@ async def play_epoch(
     await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
     while run.state == RunState.RoundTrain:
         await submit_witnesses(client, run, members, metadata)
-        run = await state()  # all elected witnesses reported: RoundWitness at once
-        await warp(client, config.round_witness_time)
-        await client.tick(members[0], run_id)
+        run = await state()  # the last elected witness ended the round (RoundWitness, seed pending; or Cooldown)
         await client.start_pending_round(members[0], run_id)
         run = await state()
     await warp(client, config.cooldown_time)

@@ -93,8 +93,10 @@ def assignments(core: CoordinatorCore, view: RoundView) -> dict[int, tuple[int, 
 
 
 def witness_position(core: CoordinatorCore, run: Run, view: RoundView, index: int) -> int | None:
+    """Our place in the round's witness shuffle if it lets us witness: one of the first witness_nodes, or a
+    stand-in for a trainer no longer healthy (the chain accepts witness_slots positions, records witness_nodes)."""
     position = core.witness_position(view.raw, index)
-    return position if position is not None and position < run.config.witness_nodes else None
+    return position if position is not None and position < core.witness_slots(run.data[8:]) else None
 
 
 def my_index(run: Run, wallet: Pubkey) -> int | None:

@@ -158,8 +158,9 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   change_state(run, env, RUN_STATE_WARMUP);
 }
 
-/* RoundWitness timeout: the round is over; the next one, if any, waits for its seed. */
-static void end_round(Run *run, const CoordEnv *env) {
+/* The round is over (its witness time ran out, or every elected witness reported): the next one, if any,
+   waits for its seed. */
+void end_round(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   const Round *round = coord_current_round(run);
   const RunConfig *config = &run->config;

@@ -74,10 +74,14 @@ uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, c
   event.metadata = args->metadata;
   coord_emit(EVENT_WITNESS_SUBMITTED, &event, sizeof(event));
 
-  if (round->witnesses_len >= run->config.witness_nodes && run->run_state == RUN_STATE_ROUND_TRAIN)
-    change_state(run, env, RUN_STATE_ROUND_WITNESS); /* everyone elected has spoken: no need to wait */
-  else
+  if (round->witnesses_len >= run->config.witness_nodes) {
+    /* Everyone elected has spoken: nothing is left to wait for, so the round ends in this instruction (its
+       inputs freeze here; the next seed comes from this slot's hash, which this sender cannot know). */
+    if (run->run_state == RUN_STATE_ROUND_TRAIN) change_state(run, env, RUN_STATE_ROUND_WITNESS);
+    end_round(run, env);
+  } else {
     tick_opportunistically(run, env);
+  }
   return SUCCESS;
 }
 
