@@ -77,7 +77,8 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         for k, (index, wallet, position) in enumerate(elected):
             args = {"step": step, "index": index, "position": position, "participants": participants,
                     "bloom_salt": 1, "broadcast_bloom": b"\xff" * 512,
-                    "metadata": {"loss": 1.0, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 1}}  # fmt: skip
+                    "metadata": {"loss": 1.0, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 1,
+                                 "eval_loss": 1.0, "eval_tokens": 1}}  # fmt: skip
             last = k == len(elected) - 1  # the last elected witness ends the round and freezes its inputs
             record("witness (last: ends round)" if last else "witness", chain.call("witness", wallet, run, args))
         start_round()
@@ -127,7 +128,7 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
 def witness_transaction_size(idl) -> int:
     payer, run = Keypair(), Keypair().pubkey()
     args = {"step": 1, "index": 0, "position": 0, "participants": bytes(32), "bloom_salt": 0,
-            "broadcast_bloom": bytes(512), "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}}  # fmt: skip
+            "broadcast_bloom": bytes(512), "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0, "eval_loss": 0.0, "eval_tokens": 0}}  # fmt: skip
     ix = idl.instruction("witness", {"user": payer.pubkey(), "run": run}, args)
     from solders.hash import Hash
 

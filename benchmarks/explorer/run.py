@@ -45,7 +45,7 @@ CLIENTS = 16
 
 def metrics(step: int, index: int) -> dict:
     return {"loss": 5.0 / (1 + 0.01 * step) + 0.001 * index, "tokens_per_sec": 1500.0 + index,
-            "bytes_sent": 3_000_000 + step, "bytes_received": 6_000_000 + step}  # fmt: skip
+            "bytes_sent": 3_000_000 + step, "bytes_received": 6_000_000 + step, "eval_loss": 0.0, "eval_tokens": 0}  # fmt: skip
 
 
 async def play_rounds(client: RunClient, run_id: str, members: list[Keypair], witnesses: int) -> int:

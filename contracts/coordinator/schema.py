@@ -375,6 +375,8 @@ WitnessMetadata = S(
     F("tokens_per_sec", F32),
     F("bytes_sent", U64),
     F("bytes_received", U64),
+    F("eval_loss", F32, "held-out loss the witness measured most recently (0 = none yet)"),
+    F("eval_tokens", U32, "tokens that held-out loss covers"),
     doc="Kept in the transaction and the WitnessSubmitted event for indexers; never stored.",
 )
 

@@ -21,10 +21,12 @@ from cohort.sdk.run_config import load_run_file
 pytestmark = pytest.mark.slow
 
 
-async def witnessed_steps(lr: LocalRun) -> dict[int, int]:
-    """Step -> WitnessSubmitted events on chain (from the run's transaction logs)."""
+async def witnessed_steps(lr: LocalRun) -> tuple[dict[int, int], list[float]]:
+    """Step -> WitnessSubmitted events on chain (from the run's transaction logs), and the held-out losses
+    the witnesses reported."""
     run = await lr.state()
     counts: dict[int, int] = {}
+    evals: list[float] = []
     before = None
     for _ in range(50):  # pages of 1,000 signatures, newest first
         page = await lr.rpc.call("getSignaturesForAddress",
@@ -35,10 +37,12 @@ async def witnessed_steps(lr: LocalRun) -> dict[int, int]:
             for name, event in lr.core.idl.events_in_logs(await lr.rpc.transaction_logs(entry.signature)):
                 if name == "WitnessSubmitted":
                     counts[event["step"]] = counts.get(event["step"], 0) + 1
+                    if event["metadata"]["eval_tokens"]:
+                        evals.append(event["metadata"]["eval_loss"])
         if len(page.value) < 1000:
-            return counts
+            return counts, evals
         before = page.value[-1].signature
-    return counts
+    return counts, evals
 
 
 def starting_checkpoint(config: Path, root: Path) -> tuple[Path, str]:
@@ -85,9 +89,13 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
         assert last < first - 0.5, (first, last)
         # every round that trained before the cut has its witnesses on chain (witness_nodes = 2); the
         # round the localnet went down in may end without them (the epoch then ends early)
-        witnessed = await witnessed_steps(lr)
+        witnessed, evals = await witnessed_steps(lr)
         unwitnessed = {s: witnessed.get(s, 0) for s in steps if s < cut.progress.step and witnessed.get(s, 0) != 2}
         assert not unwitnessed, (unwitnessed, witnessed)
+        # held-out loss, measured between rounds, reaches the chain in the witnesses' metadata
+        measured = [e["loss"] for t in trainers for e in t.events("evaluated")]
+        assert measured and evals, (measured, evals)
+        assert all(min(abs(x - m) for m in measured) < 1e-4 for x in evals)  # each one a client measured (f32)
         # points: one per round of each finished epoch, to each client
         earned = {str(e.signer): e.earned for e in run.registry}
         assert all(earned[str(w.pubkey())] > 0 for w, _ in wallets), earned

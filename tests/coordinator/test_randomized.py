@@ -91,6 +91,8 @@ class Generator:
                     "tokens_per_sec": 10.0,
                     "bytes_sent": 1,
                     "bytes_received": 2,
+                    "eval_loss": 2.75,
+                    "eval_tokens": 4096,
                 },
             }
             return Op("witness", self._member_wallet(members, index, rng), args)

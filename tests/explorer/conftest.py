@@ -30,7 +30,7 @@ def metrics(step: int, index: int) -> dict:
     """What a witness reports: a loss falling with the step, throughput and traffic varying by client."""
     return {"loss": round(5.0 / (1 + 0.1 * step) + 0.01 * index, 4),
             "tokens_per_sec": 1000.0 + 10 * step + index, "bytes_sent": 1_000_000 + step * 1000,
-            "bytes_received": 2_000_000 + step * 1000}  # fmt: skip
+            "bytes_received": 2_000_000 + step * 1000, "eval_loss": 0.0, "eval_tokens": 0}  # fmt: skip
 
 
 @dataclass

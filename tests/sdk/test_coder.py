@@ -164,7 +164,7 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         for index, position in elected.items():
             args = {"step": run.progress.step, "index": index, "position": position,
                     "participants": round_.active_mask, "bloom_salt": 3, "broadcast_bloom": bytes(512),
-                    "metadata": {"loss": 2.5, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 2}}  # fmt: skip
+                    "metadata": {"loss": 2.5, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 2, "eval_loss": 2.0, "eval_tokens": 64}}  # fmt: skip
             await client.witness(by_signer[run.clients[index].signer], "decoded", args)
         run = await client.fetch_run("decoded")
         # the last elected witness ended the round: its inputs froze, its seed waits for that slot's hash

@@ -350,7 +350,8 @@ def make_witness(
         "participants": participants,
         "bloom_salt": salt,
         "broadcast_bloom": b"\x01" * 512,
-        "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20},
+        "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20,
+                     "eval_loss": 0.0, "eval_tokens": 0},
     }
 
 

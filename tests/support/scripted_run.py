@@ -25,7 +25,8 @@ Metadata = Callable[[int, int], dict]  # (step, epoch client index) -> a witness
 
 
 def zero_metadata(step: int, index: int) -> dict:
-    return {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0}
+    return {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0, "eval_loss": 0.0,
+            "eval_tokens": 0}
 
 
 async def start_epoch(

@@ -404,7 +404,7 @@ class RunClient:
     async def witness(self, user: Keypair, run: str | Pubkey, args: dict[str, Any],
                       payer: Keypair | None = None) -> Any:  # fmt: skip
         """`args`: step, index, position, participants (32-byte bitmap), bloom_salt, broadcast_bloom
-        (512 bytes) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received}."""
+        (512 bytes) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received, eval_loss, eval_tokens}."""
         return await self._as_user("witness", user, run, args, payer)
 
     async def health_check(self, user: Keypair, run: str | Pubkey, indices: Sequence[int],

@@ -77,6 +77,8 @@ REFUSALS = {
     "RegistryFull": ExitCode.RUN_FULL,
 }  # fmt: skip
 POLL = 0.1  # seconds between checks of a waiting condition (bounded by the phase's own deadline)
+EVAL_EVERY = 10  # steps between held-out evaluations (run while waiting for the round's witnesses)
+EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
 
 
 class Client:
@@ -103,6 +105,7 @@ class Client:
         self.applying = asyncio.Lock()  # steps are applied once each, in order
         self.cooled: set[int] = set()  # epochs whose Cooldown we handled
         self.time_offset = 0.0  # chain clock - local clock
+        self.last_eval = None  # EvalResult of our latest held-out evaluation, reported when we witness
 
     # -- the outer shell ------------------------------------------------------------------------------
     async def run(self) -> ExitCode:
@@ -302,10 +305,10 @@ class Client:
                          seed_pending=run.seed_pending, nonce=run.nonce)  # fmt: skip
         self.events.status(phase=str(run.state), epoch=run.progress.epoch, step=run.progress.step,
                            clients=len(run.clients))  # fmt: skip
-        if run.state in (RunState.WaitingForMembers, RunState.RoundTrain, RunState.RoundWitness,
-                         RunState.Cooldown):
-            await self._join(run)  # for the next epoch (joins are closed only during Warmup)
         if run.state == RunState.WaitingForMembers:
+            # join while the epoch gathers, not earlier: a join sent during the last epoch would enlist us
+            # even if we died since, and the next epoch would start with a dead member
+            await self._join(run)
             self._end_epoch_work()
         elif run.state == RunState.Warmup:
             if me is not None and me.healthy and self.epoch != run.progress.epoch:
@@ -554,8 +557,19 @@ class Client:
         elif not trains(run, step):
             self.events.emit("flush_round", step=step)
         await self._finish(step)
+        if step % EVAL_EVERY == 0:
+            self._spawn(self._evaluate(step))
         if witness_position(self.core, run, view, me.index) is not None:
             await self._witness(step, force=False)
+
+    async def _evaluate(self, step: int) -> None:
+        """Held-out loss while we wait for the others (the GPU or CPU is idle then)."""
+        assert self.trainer is not None
+        async with self.compute:
+            result = await asyncio.to_thread(self.trainer.evaluate, EVAL_SEQUENCES)
+        self.last_eval = result
+        self.events.emit("evaluated", step=step, loss=round(result.loss, 5), perplexity=round(result.perplexity, 3),
+                         tokens=result.tokens)  # fmt: skip
 
     def _expected(self, run: Run, step: int) -> set[int]:
         """Trainers whose result of `step` should arrive (healthy, assigned, and the step not a flush)."""
@@ -617,6 +631,8 @@ class Client:
             "tokens_per_sec": float(book.tokens / book.seconds) if book.seconds else 0.0,
             "bytes_sent": int(getattr(self.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent),
             "bytes_received": int(self.exchange.bytes_received),
+            "eval_loss": float(self.last_eval.loss) if self.last_eval else 0.0,
+            "eval_tokens": int(self.last_eval.tokens) if self.last_eval else 0,
         }
         args = {"step": step, "index": me.index, "position": position, "participants": participants,
                 "bloom_salt": salt, "broadcast_bloom": bloom, "metadata": metadata}  # fmt: skip

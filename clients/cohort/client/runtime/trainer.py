@@ -27,7 +27,7 @@ from ..distro import (
     Linear,
     WarmupStableDecay,
 )
-from ..model import build_model, config_for, lm_loss, parameter_digest
+from ..model import EvalResult, build_model, config_for, evaluate, lm_loss, parameter_digest
 
 
 def distro_config(spec: DistroSpec) -> DistroConfig:
@@ -62,10 +62,10 @@ def initial_seed(run_address: bytes) -> int:
     return int.from_bytes(hashlib.sha256(b"cohort/initial-weights/v1" + run_address).digest()[:8], "little") >> 1
 
 
-def open_dataset(spec: TrainingSpec) -> DataProvider:
-    """The run's training sequences from its `data_location` (a built-in corpus, prepared shards on disk or
-    over HTTP, a data server), checked against the run's vocabulary."""
-    return open_data_location(spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size)
+def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
+    """The run's sequences from its `data_location` (a built-in corpus, prepared shards on disk or over
+    HTTP, a data server), checked against the run's vocabulary; "validation" is the held-out split."""
+    return open_data_location(spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size, split=split)
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class Trainer:
             self.model.named_parameters(), distro_config(spec.distro), lr_schedule(spec.lr)
         )
         self.data = open_dataset(spec)
+        self.validation = open_dataset(spec, split="validation")
 
     @property
     def codec(self):
@@ -121,6 +122,10 @@ class Trainer:
     def check(self, payload: bytes) -> DistroResult:
         """The result in `payload`; WireError unless it is a valid result for this run's model."""
         return self.codec.decode(payload).result
+
+    def evaluate(self, max_sequences: int) -> EvalResult:
+        """Held-out loss on the first `max_sequences` of the validation split (the same ones everywhere)."""
+        return evaluate(self.model, self.validation, max_sequences)
 
     def digest(self) -> str:
         return parameter_digest(self.model)

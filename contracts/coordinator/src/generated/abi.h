@@ -300,12 +300,16 @@ typedef struct {
   uint32_t tokens_per_sec; /* f32 bits */
   uint64_t bytes_sent;
   uint64_t bytes_received;
+  uint32_t eval_loss; /* f32 bits */
+  uint32_t eval_tokens;
 } WitnessMetadata;
-SOL_STATIC_ASSERT(sizeof(WitnessMetadata) == 24, "WitnessMetadata layout");
+SOL_STATIC_ASSERT(sizeof(WitnessMetadata) == 32, "WitnessMetadata layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, loss) == 0, "WitnessMetadata.loss");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, tokens_per_sec) == 4, "WitnessMetadata.tokens_per_sec");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, bytes_sent) == 8, "WitnessMetadata.bytes_sent");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, bytes_received) == 16, "WitnessMetadata.bytes_received");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_loss) == 24, "WitnessMetadata.eval_loss");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_tokens) == 28, "WitnessMetadata.eval_tokens");
 
 /* The state of one training run (a zero-copy account, created by the client at its exact size). */
 typedef struct {
@@ -474,7 +478,7 @@ typedef struct {
   uint8_t broadcast_bloom[COORD_BLOOM_BYTES];
   WitnessMetadata metadata;
 } WitnessArgs;
-SOL_STATIC_ASSERT(sizeof(WitnessArgs) == 584, "WitnessArgs layout");
+SOL_STATIC_ASSERT(sizeof(WitnessArgs) == 592, "WitnessArgs layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, step) == 0, "WitnessArgs.step");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, index) == 4, "WitnessArgs.index");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, position) == 6, "WitnessArgs.position");
@@ -547,7 +551,7 @@ typedef struct {
   uint16_t position;
   WitnessMetadata metadata;
 } WitnessSubmitted;
-SOL_STATIC_ASSERT(sizeof(WitnessSubmitted) == 96, "WitnessSubmitted layout");
+SOL_STATIC_ASSERT(sizeof(WitnessSubmitted) == 104, "WitnessSubmitted layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, run) == 0, "WitnessSubmitted.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, signer) == 32, "WitnessSubmitted.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, step) == 64, "WitnessSubmitted.step");
