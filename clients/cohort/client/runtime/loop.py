@@ -11,7 +11,8 @@ it does what that state asks and catches up on what it missed. Per round (psyche
                          Finished(s) once trained and holding all of step s-1
                          if elected: witness step s-1's results once everyone said Finished
     RoundWitness         an elected witness that has not sent yet sends what it has
-    Cooldown             every replica holds the same weights: their digest is logged
+    Cooldown             every replica holds the same weights: their digest is logged, the checkpoint
+                         written and served (checkpointers commit its hash); joiners start from it
 
 A result the witnesses accepted that we cannot get in time makes us leave the epoch (exit_run, rejoin
 later) instead of applying something else than our peers: a replica never silently diverges.
@@ -50,10 +51,6 @@ from .exchange import Exchange
 from .messages import Finished, Ready, Result
 from .options import ClientOptions, ClientRefused, ExitCode
 from .peers import decode_endpoint, encode_endpoint
-from .weights import CheckpointShelf, default_root
-
-if TYPE_CHECKING:
-    from .trainer import Trainer
 from .rounds import (
     RoundView,
     assignments,
@@ -66,6 +63,10 @@ from .rounds import (
     unhealthy,
     witness_position,
 )
+from .weights import CheckpointShelf, default_root
+
+if TYPE_CHECKING:
+    from .trainer import Trainer  # imported when there is something to train (it loads torch)
 
 # program errors that only mean another client got there first, or the phase moved on meanwhile
 LOST_RACE = {"NothingToTick", "InvalidRunState", "DuplicateWitness", "WitnessesFull", "WrongStep",
