@@ -9,6 +9,7 @@ clients report it and, at each epoch end, whether every replica holds the same w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import tempfile
 from pathlib import Path
@@ -35,8 +36,15 @@ async def _demo(console: Console, clients: int, epochs: int, explorer_port: int)
             run_file = await lr.create_run([w for w, _ in wallets])
             say(f"[bold]2.[/] run {run_file.run_id!r}: a {run_file.metadata.num_parameters:,}-parameter Llama on "
                 f"KJV text, DisTrO, {run_file.config.witness_nodes} witnesses a round")
-            async with Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite",
-                                port=explorer_port) as explorer:  # fmt: skip
+            explorer = Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=explorer_port)
+            try:
+                await explorer.start()
+            except OSError:  # the port is taken: any free one will do
+                await explorer.stop()
+                explorer = Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=0)
+                await explorer.start()
+            async with contextlib.AsyncExitStack() as stack:
+                stack.push_async_callback(explorer.stop)
                 say(f"[bold]3.[/] the run explorer: [link={explorer.url}]{explorer.url}[/link] (open it to watch)")
                 trainers = [lr.start_trainer(f"client-{i}", w) for i, w in enumerate(wallets)]
                 say(f"[bold]4.[/] {clients} `cohort train` processes join and train (logs in {root})")
