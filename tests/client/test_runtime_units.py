@@ -87,3 +87,11 @@ def test_drift_is_a_committed_checkpoint_that_is_not_ours():
     assert not drifted(run(9, b"\x02" * 32), 10, ours)  # a pointer from another epoch end
     assert not drifted(run(10, bytes(32)), 10, ours)  # nothing committed
     assert not drifted(run(10, b"\x02" * 32), None, None)  # we saved nothing
+
+
+def test_a_witness_attests_only_results_of_the_batch_the_chain_gave(core: CoordinatorCore):
+    book = StepBook(5, results={0: (b"\x10" * 32, b"p0"), 1: (b"\x11" * 32, b"p1")},
+                    batches={0: (0, 8), 1: (100, 108)})  # fmt: skip
+    participants, salt, bloom = participants_and_bloom(core, book, {0: (0, 8), 1: (8, 16)})
+    assert participants[0] == 0b01  # client 1 trained another batch than its own: not attested
+    assert core.bloom_contains(bloom, salt, b"\x10" * 32) and not core.bloom_contains(bloom, salt, b"\x11" * 32)

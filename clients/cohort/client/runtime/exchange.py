@@ -67,10 +67,11 @@ class Exchange:
     def held(self, step: int) -> StepBook | None:
         return self.books.get(step)
 
-    def keep_own(self, step: int, index: int, commitment: bytes, payload: bytes) -> StepBook:
+    def keep_own(self, step: int, index: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> StepBook:
         book = self.book(step)
         book.results[index] = (commitment, payload)
         book.announced[index] = commitment
+        book.batches[index] = batch
         return book
 
     # -- gossip in ------------------------------------------------------------------------------------
@@ -134,7 +135,9 @@ class Exchange:
                 self.events.emit("bad_result", step=message.step, sender=index, error=str(e)[:200])
                 return
             self.bytes_received += len(data)
-            self.book(message.step).results[index] = (message.commitment, data)
+            book = self.book(message.step)
+            book.results[index] = (message.commitment, data)
+            book.batches[index] = (message.batch_start, message.batch_end)
             self.changed.set()
             return
         self.events.emit("fetch_gave_up", step=message.step, sender=index)

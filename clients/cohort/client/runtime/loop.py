@@ -547,7 +547,7 @@ class Client:
             async with self.compute:
                 out = await asyncio.to_thread(self.trainer.train, step, *batch)
             commitment = self.node.add_blob(out.payload, step)
-            book = self.exchange.keep_own(step, me.index, commitment, out.payload)
+            book = self.exchange.keep_own(step, me.index, batch, commitment, out.payload)
             book.loss, book.tokens, book.seconds, book.trained = out.loss, out.tokens, out.seconds, True
             await self.node.announce(step, Result(step, *batch, commitment, len(out.payload)).encode())
             self.events.status(loss=f"{out.loss:.4f}", tok_s=f"{out.tokens / out.seconds:,.0f}",
@@ -624,7 +624,9 @@ class Client:
         if position is None or run.state not in (RunState.RoundTrain, RunState.RoundWitness):
             return
         self.witnessed.add(step)
-        participants, salt, bloom = participants_and_bloom(self.core, self.exchange.held(step - 1))
+        previous = round_view(self.core, run, 1)
+        assigned = assignments(self.core, previous) if previous is not None else {}
+        participants, salt, bloom = participants_and_bloom(self.core, self.exchange.held(step - 1), assigned)
         book = self.exchange.book(step)
         stats = self.node.transport.stats
         metadata = {

@@ -111,6 +111,7 @@ class StepBook:
     step: int
     results: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # index -> (commitment, payload)
     announced: dict[int, bytes] = field(default_factory=dict)  # index -> commitment first announced
+    batches: dict[int, tuple[int, int]] = field(default_factory=dict)  # index -> the batch its result trained
     finished: set[int] = field(default_factory=set)
     loss: float | None = None
     tokens: int = 0
@@ -118,12 +119,18 @@ class StepBook:
     trained: bool = False
 
 
-def participants_and_bloom(core: CoordinatorCore, book: StepBook | None) -> tuple[bytes, int, bytes]:
-    """A witness's proof of the results it holds: the participants bitmap, a fresh salt, the Bloom."""
+def participants_and_bloom(core: CoordinatorCore, book: StepBook | None,
+                           assigned: dict[int, tuple[int, int]] | None = None) -> tuple[bytes, int, bytes]:  # fmt: skip
+    """A witness's proof of the results it holds: the participants bitmap, a fresh salt, the Bloom. With
+    `assigned` (the chain's assignment of that round), only results of the batch each trainer was given
+    count: one accepted before we knew the round is checked here, before we attest it."""
     bitmap = bytearray(core.idl.constants["PARTICIPANT_BITMAP_LEN"])
     bloom = bytearray(core.idl.constants["BLOOM_BYTES"])
     salt = int.from_bytes(os.urandom(8), "little")  # picked after the commitments are fixed
-    for index, (commitment, _) in sorted((book.results if book else {}).items()):
+    held = book.results if book else {}
+    if assigned is not None and book is not None:
+        held = {i: r for i, r in held.items() if assigned.get(i) is not None and assigned.get(i) == book.batches.get(i)}
+    for index, (commitment, _) in sorted(held.items()):
         bitmap[index // 8] |= 1 << (index % 8)
         core.bloom_insert(bloom, salt, commitment)
     return bytes(bitmap), salt, bytes(bloom)
