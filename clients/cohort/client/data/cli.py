@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from pathlib import Path
 
 import click
+
+from cohort.localnet.config import is_loopback
 
 
 @click.group("data")
@@ -84,7 +85,7 @@ def serve_command(directory: Path, host: str, port: int) -> None:
         manifest = directory_manifest(directory).hash().hex()
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
-    if not _is_loopback(host):
+    if not is_loopback(host):
         click.secho(f"WARNING: serving on {host}, reachable from other machines", fg="red", err=True)
     server = DataServer(source, host, port)
 
@@ -98,11 +99,3 @@ def serve_command(directory: Path, host: str, port: int) -> None:
     except KeyboardInterrupt:
         pass
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
