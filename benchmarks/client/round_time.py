@@ -1,23 +1,26 @@
-"""Where a round's time goes, with three `cohort train` processes on loopback (localnet, iroh, real chain).
+"""Where a round's time goes, with `cohort train` processes (localnet, iroh, real chain), on loopback or
+each behind an emulated internet link (tests/support/wan: needs root for network namespaces).
 
     .venv/bin/python benchmarks/client/round_time.py [--preset llama-small] [--seq 256] [--batch 24]
-                                                     [--rounds 12] [--clients 3] [--p2p iroh]
+        [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http]
+    .venv/bin/python benchmarks/client/round_time.py --preset llama-tiny --seq 128 --batch 24 --link all
 
-Runs one epoch of steady-state rounds and prints, per round (medians over rounds and clients):
-wall time (RoundTrain to the next RoundTrain, as each client saw it), each client's compute (apply of
-step h-2 + forward/backward + DisTrO generate), and the rest split into: waiting for peers and witnesses
-(compute done -> RoundWitness), the witness phase (RoundWitness -> next round: round_witness_time, the
-pending seed's slot and the tick), and the state notification. Also bytes per client per round.
-The default model is sized so one client's step computes for about two seconds on this machine.
+Runs steady-state rounds and prints, per link profile (medians over clients): the compute share (the part
+of wall time a client spends training and applying: the target is >= 95% on loopback, >= 90% at 40 ms and
+>= 80% at 120 ms one-way, at >= 2 s steps), the time per step (between two of a client's trained steps),
+the chain's round time (between round starts, as clients saw them), the compute per step, and where the rest
+of a step went: waiting for the step two back to be decided and applied. The default model computes for
+about two seconds a step on this machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -25,88 +28,94 @@ from rich.table import Table
 
 from cohort.client.runtime.local_run import LocalRun, write_config
 
+ROOT = Path(__file__).resolve().parents[2]
+PROFILES = {  # one-way delay, rate, loss of every node's access link
+    "none": None,
+    "40": {"delay_ms": 40, "rate_mbit": 50, "loss": 0.001},
+    "120": {"delay_ms": 120, "rate_mbit": 20, "loss": 0.01},
+}
 
-def rounds_of(trainer) -> dict[int, dict[str, float]]:
-    """Per step, the times this client saw: round start, apply, training, RoundWitness, next round."""
-    out: dict[int, dict[str, float]] = {}
-    for e in trainer.events():
-        kind = e["event"]
-        if kind == "state" and e["state"] == "RoundTrain":
-            out.setdefault(e["step"], {}).setdefault("start", e["t"])
-        elif kind == "state" and e["state"] == "RoundWitness":  # the round's training time is over
-            step = e["step"] - 1 if e.get("seed_pending") else e["step"]  # the step moves on when it ends
-            out.setdefault(step, {}).setdefault("witness_phase", e["t"])
-        elif kind == "applied":
-            out.setdefault(e["step"] + 2, {})["apply"] = e.get("seconds", 0.0)
-        elif kind == "trained":
-            r = out.setdefault(e["step"], {})
-            r["compute"], r["trained_at"], r["bytes"] = e["seconds"], e["t"], e["bytes"]
-    for step, r in out.items():
-        nxt = out.get(step + 1, {})
-        if "start" in nxt:
-            r["end"] = nxt["start"]
-    return out
+
+@dataclass
+class Figures:
+    share: float  # median client: busy / wall over the steady window
+    share_slowest: float
+    step: float  # seconds between a client's consecutive trained steps
+    round: float  # seconds between the chain's round starts
+    compute: float  # seconds of training + apply per step
+    steps_per_min: float
+
+
+def figures(trainers, skip: int, last: int) -> Figures:
+    shares, steps, computes, rounds = [], [], [], []
+    for t in trainers:
+        trained = {e["step"]: e for e in t.events("trained") if skip <= e["step"] <= last}
+        applied = {e["step"]: e for e in t.events("apply_time")}
+        if len(trained) < 3:
+            continue
+        order = sorted(trained)
+        busy = sum(trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order[1:])
+        wall = trained[order[-1]]["t"] - trained[order[0]]["t"]
+        shares.append(busy / wall)
+        steps += [trained[b]["t"] - trained[a]["t"] for a, b in zip(order, order[1:], strict=False) if b == a + 1]
+        computes += [trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order]
+        starts = sorted(e["t"] for e in t.events("state") if e["state"] == "RoundTrain" and skip <= e["step"] <= last)
+        rounds += [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    if not shares:
+        raise SystemExit("no steady-state steps were recorded")
+    step = statistics.median(steps)
+    return Figures(statistics.median(shares), min(shares), step, statistics.median(rounds) if rounds else 0.0,
+                   statistics.median(computes), 60 / step)  # fmt: skip
+
+
+async def measure(args: argparse.Namespace, profile: str) -> Figures:
+    placement = None
+    with tempfile.TemporaryDirectory(prefix="cohort-bench-") as tmp:
+        root = Path(tmp)
+        if PROFILES[profile] is not None:
+            sys.path.insert(0, str(ROOT / "tests"))
+            from support.wan import Link, WanBed
+
+            link = Link(**PROFILES[profile])  # type: ignore[arg-type]
+            placement = WanBed({"rpc": link, **{f"c{i}": link for i in range(args.clients)}})
+            placement.__enter__()
+        try:
+            config = write_config(root / "run.toml", preset=args.preset, max_seq_len=args.seq,
+                                  global_batch_size_start=args.batch, global_batch_size_end=args.batch,
+                                  epoch_time=900, max_round_train_time=60, warmup_time=60,
+                                  init_min_clients=args.clients, num_parameters=0)  # fmt: skip
+            async with LocalRun(config=config, root=root, trainer_args=("--p2p", args.p2p), placement=placement) as lr:
+                wallets = [lr.new_wallet(f"c{i}") for i in range(args.clients)]
+                for w, _ in wallets:
+                    await lr.fund(w)
+                await lr.create_run([w for w, _ in wallets])
+                trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+                first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
+                skip = first.progress.step + 3  # past the epoch's first steps (cold caches, no apply yet)
+                target = skip + args.rounds
+                await lr.wait_for(lambda r: r.progress.step >= target + 1, 60 * args.rounds, f"{args.rounds} rounds")
+                return figures(trainers, skip, target)
+        finally:
+            if placement is not None:
+                placement.__exit__(None, None, None)
 
 
 async def main(args: argparse.Namespace) -> None:
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="cohort-bench-") as tmp:
-        root = Path(tmp)
-        config = write_config(root / "run.toml", preset=args.preset, max_seq_len=args.seq,
-                              global_batch_size_start=args.batch, global_batch_size_end=args.batch,
-                              epoch_time=600, max_round_train_time=60, warmup_time=60,
-                              init_min_clients=args.clients, num_parameters=0)  # fmt: skip
-        async with LocalRun(config=config, root=root, trainer_args=("--p2p", args.p2p)) as lr:
-            wallets = [lr.new_wallet(f"c{i}") for i in range(args.clients)]
-            for w, _ in wallets:
-                await lr.fund(w)
-            await lr.create_run([w for w, _ in wallets])
-            trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
-            first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
-            target = first.progress.step + args.rounds + 3
-            await lr.wait_for(lambda r: r.progress.step >= target, 60 * args.rounds, f"{args.rounds} rounds")
-            per_client = [rounds_of(t) for t in trainers]
-    skip = first.progress.step + 2  # the first two rounds apply nothing: not steady state
-    steps = sorted({s for rounds in per_client for s in rounds if s >= skip})
-    rows, slowest = [], []
-    for step in steps:
-        seen = [r[step] for r in per_client if step in r]
-        complete = [r for r in seen if {"start", "end", "compute", "trained_at", "witness_phase"} <= r.keys()]
-        if len(complete) == len(per_client):
-            rows += complete
-            slowest.append(max(r["compute"] + r.get("apply", 0.0) for r in complete))
-    if not rows:
-        raise SystemExit("no complete steady-state rounds were recorded")
-
-    def med(f) -> float:
-        return statistics.median(f(r) for r in rows)
-
-    wall = med(lambda r: r["end"] - r["start"])
-    compute = med(lambda r: r["compute"] + r.get("apply", 0.0))
-    slow = statistics.median(slowest)
-    waiting = med(lambda r: r["witness_phase"] - r["trained_at"])
-    witness_phase = med(lambda r: r["end"] - r["witness_phase"])
-    before = med(lambda r: r["trained_at"] - r["compute"] - r.get("apply", 0.0) - r["start"])
-    payload = med(lambda r: r["bytes"])
-    table = Table(title=f"{args.clients} clients, {args.preset}, {args.batch}×{args.seq} tokens a round, "
-                        f"{args.p2p}, {len(slowest)} rounds")  # fmt: skip
-    table.add_column("per round (median)")
-    table.add_column("seconds", justify="right")
-    table.add_column("share of wall", justify="right")
-    for name, value in [
-        ("wall time (round start → next round start)", wall),
-        ("compute of a client: apply(h-2) + fwd/bwd + DisTrO", compute),
-        ("compute of the round's slowest client", slow),
-        ("before compute (scheduling, data)", before),
-        ("waiting: peers' results, Finished, witnesses", waiting),
-        ("round end → next round: witness time, seed slot, tick", witness_phase),
-    ]:
-        table.add_row(name, f"{value:.3f}", f"{value / wall:.0%}")
+    chosen = list(PROFILES) if args.link == "all" else [args.link]
+    table = Table(title=f"{args.clients} clients, {args.preset}, {args.batch}×{args.seq} tokens a step, {args.p2p}")
+    for column in ("link (one way)", "compute share", "slowest client", "s / step", "steps / min",
+                   "compute / step", "chain round"):  # fmt: skip
+        table.add_column(column, justify="right")
+    results = {}
+    for profile in chosen:
+        results[profile] = f = await measure(args, profile)
+        link = "loopback" if profile == "none" else f"{profile} ms, {PROFILES[profile]['rate_mbit']} Mbit/s, {PROFILES[profile]['loss']:.1%}"  # type: ignore[index]
+        table.add_row(link, f"{f.share:.0%}", f"{f.share_slowest:.0%}", f"{f.step:.3f}", f"{f.steps_per_min:.1f}",
+                      f"{f.compute:.3f}", f"{f.round:.3f}")  # fmt: skip
     console.print(table)
-    console.print(f"not computing: {1 - slow / wall:.0%} of the round beyond its slowest client's compute "
-                  f"({1 - compute / wall:.0%} for a median client: {args.clients} clients share this machine's "
-                  f"{os.cpu_count()} cores); result payload {payload:,.0f} bytes per client per round, sent "
-                  f"once to each peer that fetches it (~{payload * (args.clients - 1):,.0f} bytes up, as much down)")  # fmt: skip
+    if "none" in results and "40" in results:
+        console.print(f"step time at 40 ms / loopback: {results['40'].step / results['none'].step:.2f}×")
 
 
 if __name__ == "__main__":
@@ -114,7 +123,8 @@ if __name__ == "__main__":
     parser.add_argument("--preset", default="llama-small")
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=24)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--link", default="none", choices=[*PROFILES, "all"])
     parser.add_argument("--p2p", default="iroh", choices=["iroh", "http"])
     asyncio.run(main(parser.parse_args()))

@@ -1,9 +1,11 @@
 """What the round seed's pending step adds to every round, on the localnet over real RPC.
 
-The tick that ends a round freezes its inputs in slot S; the next round starts with the first instruction
-in a later slot (its seed is the hash of S). Measured per round: slots from the freezing tick to the
-starting tick, and the wall time from the freezing tick's confirmation to the starting tick's, next to a
-plain tick's own send-and-confirm time. Run: .venv/bin/python benchmarks/coordinator/round_latency.py
+The witness whose record gives a results root a strict majority of the seats decides the step and ends
+the round: the next round's inputs freeze in its slot S, and that round starts with the first instruction
+in a later slot (its successor's seed comes from the hash of S). Measured per round: slots from the
+deciding witness to the starting tick, and the wall time from the deciding witness's confirmation to the
+starting tick's, next to a witness's own send-and-confirm time.
+Run: .venv/bin/python benchmarks/coordinator/round_latency.py
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from solders.keypair import Keypair
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from support.scripted_run import start_epoch, submit_witnesses, warp
+from support.scripted_run import start_epoch, witness_args
 
 from cohort.localnet.config import LocalnetConfig
 from cohort.localnet.server import Localnet
@@ -27,11 +29,12 @@ from cohort.sbf import build
 from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.deploy import deploy_program
+from cohort.sdk.predict import elected_witnesses
 from cohort.sdk.rpc import Rpc
-from cohort.sdk.run_config import load_run_file
+from cohort.sdk.run_config import load_run_file, packaged_config
 
 ROUNDS = 20
-CONFIG = Path(__file__).resolve().parents[2] / "configs" / "example-run.toml"
+CONFIG = packaged_config("example-run.toml")
 
 
 async def slot_of(rpc: Rpc, signature) -> int:
@@ -52,30 +55,34 @@ async def measure() -> tuple[list[int], list[float], list[float], int]:
         await client.create_run(authority, run_file)
         members = [Keypair() for _ in range(run_file.config.init_min_clients)]
         await asyncio.gather(*(rpc.airdrop(m.pubkey(), 10**9) for m in members))
+        by_signer = {m.pubkey(): m for m in members}
         run = await start_epoch(client, run_file.run_id, members)
-        slots, added, tick_alone = [], [], []
+        slots, added, witness_alone = [], [], []
         for _ in range(ROUNDS):
-            await submit_witnesses(client, run, members)
-            await warp(client, run_file.config.round_witness_time)
+            seats = list(elected_witnesses(core, run).items())[: core.quorum(run.config.witness_nodes)]
+            for index, position in seats[:-1]:
+                await client.witness(by_signer[run.clients[index].signer], run.address, witness_args(run, index, position))
+            index, position = seats[-1]
             sent = time.perf_counter()
-            freeze = await client.tick(members[0], run_file.run_id)
+            decided = await client.witness(by_signer[run.clients[index].signer], run.address,
+                                           witness_args(run, index, position))  # fmt: skip
             frozen = time.perf_counter()
             start = await client.start_pending_round(members[0], run_file.run_id, retry_delay=0.01)
             started = time.perf_counter()
-            slots.append(await slot_of(rpc, start) - await slot_of(rpc, freeze))
-            tick_alone.append(frozen - sent)
+            slots.append(await slot_of(rpc, start) - await slot_of(rpc, decided))
+            witness_alone.append(frozen - sent)
             added.append(started - frozen)
             run = await client.fetch_run(run_file.run_id)
-        return slots, added, tick_alone, net.config.slot_ms
+        return slots, added, witness_alone, net.config.slot_ms
 
 
 def main() -> None:
-    slots, added, tick_alone, slot_ms = asyncio.run(measure())
+    slots, added, witness_alone, slot_ms = asyncio.run(measure())
     print(f"{ROUNDS} rounds on the localnet ({slot_ms} ms slots)")
-    print(f"slots from the freezing tick to the round's start: median {statistics.median(slots)}, max {max(slots)}")
+    print(f"slots from the deciding witness to the round's start: median {statistics.median(slots)}, max {max(slots)}")
     print(f"added wall time per round: median {statistics.median(added) * 1000:.0f} ms, "
           f"max {max(added) * 1000:.0f} ms")  # fmt: skip
-    print(f"(one tick sent and confirmed: median {statistics.median(tick_alone) * 1000:.0f} ms)")
+    print(f"(one witness sent and confirmed: median {statistics.median(witness_alone) * 1000:.0f} ms)")
 
 
 if __name__ == "__main__":

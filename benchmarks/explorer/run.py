@@ -37,9 +37,9 @@ from cohort.sdk.explorer.indexer import Indexer
 from cohort.sdk.explorer.store import Store
 from cohort.sdk.models import RunState
 from cohort.sdk.rpc import Rpc
-from cohort.sdk.run_config import load_run_file
+from cohort.sdk.run_config import load_run_file, packaged_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example-run.toml"
+EXAMPLE = packaged_config("example-run.toml")
 CLIENTS = 16
 
 

@@ -165,6 +165,8 @@ def c_header() -> str:
     lines.append(_c_pubkey("COORD_ED25519_PROGRAM_ID", s.ED25519_PROGRAM))
     lines.append(f'#define COORD_JOIN_PROOF_PREFIX "{s.JOIN_PROOF_PREFIX.decode()}"')
     lines.append(f"#define COORD_JOIN_PROOF_PREFIX_LEN {len(s.JOIN_PROOF_PREFIX)}")
+    lines.append(f'#define COORD_RESULT_PROOF_PREFIX "{s.RESULT_PROOF_PREFIX.decode()}"')
+    lines.append(f"#define COORD_RESULT_PROOF_PREFIX_LEN {len(s.RESULT_PROOF_PREFIX)}")
     lines.append("")
     lines.append("/* program errors (Anchor numbering) */")
     for i, e in enumerate(s.ERRORS):
@@ -256,7 +258,8 @@ def idl() -> dict:
         ],
         "types": types,
         "constants": [{"name": k, "type": "u64", "value": str(v)} for k, v in s.CONSTANTS.items()]
-        + [{"name": "JOIN_PROOF_PREFIX", "type": "bytes", "value": str(list(s.JOIN_PROOF_PREFIX))}],
+        + [{"name": "JOIN_PROOF_PREFIX", "type": "bytes", "value": str(list(s.JOIN_PROOF_PREFIX))},
+           {"name": "RESULT_PROOF_PREFIX", "type": "bytes", "value": str(list(s.RESULT_PROOF_PREFIX))}],
     }
 
 

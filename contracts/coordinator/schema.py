@@ -101,7 +101,7 @@ def Bytes(n: int | str) -> Array:
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 2,  # the Run layout: 2 added the seed-pending fields
+    "VERSION": 3,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -116,17 +116,21 @@ CONSTANTS: dict[str, int] = {
     "REVISION_LEN": 64,
     "URL_LEN": 192,
     "PARTICIPANT_BITMAP_LEN": 32,  # one bit per epoch client index (MAX_CLIENTS bits)
-    "BLOOM_BYTES": 512,  # 4096 bits: false positives <= 0.047% with 256 items and 10 hashes
-    "BLOOM_HASHES": 10,
     "ENDPOINT_LEN": 160,  # a node's network address: printable ASCII, NUL-padded
+    "DISSENT_LIMIT": 3,  # a witness whose root lost this many decisions of an epoch gets no more seats
 }
 
 SYSTEM_PROGRAM = "11111111111111111111111111111111"
 SLOT_HASHES = "SysvarS1otHashes111111111111111111111111111"
 INSTRUCTIONS_SYSVAR = "Sysvar1nstructions1111111111111111111111111"
 ED25519_PROGRAM = "Ed25519SigVerify111111111111111111111111111"
-# what a node key signs to prove it belongs to a wallet: this prefix || run address || wallet
-JOIN_PROOF_PREFIX = b"cohort join v1"
+# what a node key signs to prove it belongs to a wallet: this prefix || run address || wallet || the run's
+# join marker (next_active, u64 LE), so a proof is good for one joining window only
+JOIN_PROOF_PREFIX = b"cohort join v2"
+# what a trainer's node key signs for each result it publishes: this prefix || run address || step u32 LE ||
+# batch start u64 LE || batch end u64 LE || commitment (sha256 of the payload). Two such statements for one
+# step with different commitments prove equivocation.
+RESULT_PROOF_PREFIX = b"cohort result v1"
 
 # --------------------------------------------------------------------------------------------------
 # enums (one byte each)
@@ -147,8 +151,14 @@ RunState = Enum(
 )
 ClientState = Enum(
     "ClientState",
-    ("Healthy", "Dropped", "Withdrawn"),
-    "Dropped: failed a health check. Withdrawn: left (exit_run) or the run halted.",
+    ("Healthy", "Dropped", "Withdrawn", "Convicted"),
+    "Dropped: failed a health check. Withdrawn: left (exit_run) or the run halted. Convicted: proven "
+    "dishonest (its unclaimed points are forfeited).",
+)
+ConvictionReason = Enum(
+    "ConvictionReason",
+    ("Equivocation", "FailedVerification"),
+    "Equivocation: two signed results with different commitments for one step.",
 )
 CheckpointKind = Enum(
     "CheckpointKind",
@@ -165,7 +175,7 @@ JoinPolicy = Enum(
     "Open: any wallet may join. Authorized: only wallets holding a JoinAuthorization from the join "
     "authority.",
 )
-ENUMS = (RunState, ClientState, CheckpointKind, Architecture, DataType, LrScheduleKind, JoinPolicy)
+ENUMS = (RunState, ClientState, ConvictionReason, CheckpointKind, Architecture, DataType, LrScheduleKind, JoinPolicy)
 
 # --------------------------------------------------------------------------------------------------
 # structs
@@ -230,7 +240,7 @@ RunConfig = S(
     F(
         "witness_nodes",
         U16,
-        "witnesses elected per round; quorum is relative to this, never to arrivals",
+        "witness seats per round; a strict majority of them decides a step, never of the arrivals",
     ),
     F("global_batch_size_start", U16, "sequences per round at the start of the ramp"),
     F("global_batch_size_end", U16),
@@ -256,50 +266,54 @@ Client = S(
     F("signer", PUBKEY, "wallet"),
     F("p2p_identity", PUBKEY, "iroh node id (ed25519 public key)"),
     F("state", ClientState),
-    F("_pad", U8),
+    F("dissents", U8, "decisions of this epoch its witness root lost (DISSENT_LIMIT: no more seats)"),
     F("registry_index", U16),
     F("exited_height", U32, "round height at which the client stopped being Healthy"),
+    F("weights_vote", Bytes(32), "manifest hash of its epoch-end checkpoint (vote_weights; zero = none)"),
     doc="A member of the current epoch. Indices into the epoch's client list never change mid-epoch.",
 )
 Witness = S(
     "Witness",
     F("index", U16, "the witness's epoch client index"),
-    F("position", U16, "its position in the round's witness shuffle (< witness_nodes)"),
+    F("position", U16, "its place in the round's witness order (a seat)"),
     F("_pad", U32),
-    F(
-        "participants",
-        Bytes("PARTICIPANT_BITMAP_LEN"),
-        "clients whose previous-round result it verified",
-    ),
-    F("bloom_salt", U64, "chosen by the witness; keys the bloom's hash functions"),
-    F("broadcast_bloom", Bytes("BLOOM_BYTES"), "commitment hashes of the results it verified"),
+    F("participants", Bytes("PARTICIPANT_BITMAP_LEN"), "trainers whose result of the attested step it holds"),
+    F("results_root", Bytes(32), "sha256 of its results list: the sorted (trainer, commitment) pairs it holds"),
+    F("weights_digest", U64, "digest of its weights after applying every step before the attested one"),
 )
 Round = S(
     "Round",
-    F("witnesses", Array(Witness, "MAX_WITNESSES")),
     F("active_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that train in this round"),
-    F(
-        "witness_digest",
-        Bytes(32),
-        "running sha256 over the witnesses submitted (feeds the next seed)",
-    ),
+    F("witnessed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that have a witness record this round"),
+    F("witness_digest", Bytes(32), "running sha256 over the witness records submitted (feeds a later seed)"),
+    F("decided_root", Bytes(32), "the results root a strict majority of seats attested (when decided)"),
     F("data_index", U64, "first sequence index of the round"),
     F("random_seed", U64),
+    F("weights_digest", U64, "the weights digest a strict majority of seats reported (when digest_votes > 0)"),
     F("height", U32, "round number within the epoch"),
+    F("batch_size", U32, "global batch size of the round, in sequences"),
     F("witnesses_len", U16),
     F("active_count", U16),
-    F("batch_size", U32, "global batch size of the round, in sequences"),
-    F("_pad", U32),
+    F("decided_votes", U16, "seats behind decided_root"),
+    F("digest_votes", U16, "seats behind weights_digest"),
+    F("decided", BOOL, "the previous step's applied set is fixed: the results list whose sha256 is decided_root"),
+    F("_pad", Bytes(7)),
+    doc="One stored round's summary (its witness records are in Run.witnesses, outside the hot prefix).",
+)
+RoundWitnesses = S(
+    "RoundWitnesses",
+    F("records", Array(Witness, "MAX_WITNESSES")),
+    doc="The witness records of one stored round.",
 )
 EpochState = S(
     "EpochState",
-    F("rounds", Array(Round, "NUM_ROUNDS"), "ring buffer; rounds_head is the current one"),
-    F("clients", Array(Client, "MAX_CLIENTS")),
+    F("rounds", Array(Round, "NUM_ROUNDS"), "ring buffer of summaries; rounds_head is the current one"),
     F("clients_len", U32),
     F("rounds_head", U32),
     F("start_step", U32),
-    F("last_step", U32, "0 = not set; set at epoch timeout to step + 2 (two flush rounds)"),
+    F("last_step", U32, "0 = not set; set when the epoch must end: the round of last_step - 1 is a flush"),
     F("start_timestamp", I64),
+    F("members_nonce", U64, "changes whenever the epoch's client list or a member's state changes"),
     F("first_round", BOOL),
     F("cold_start_epoch", BOOL),
     F("_pad", Bytes(6)),
@@ -313,33 +327,39 @@ RegistryEntry = S(
 )
 Run = S(
     "Run",
+    # -- the hot prefix: everything that changes from round to round (clients follow it with dataSlice)
     F("version", U32),
     F("run_state", RunState),
     F("pending_pause", BOOL),
-    F("seed_pending", BOOL, "the next round's inputs are frozen; its seed waits for seed_slot's hash"),
+    F("seed_pending", BOOL, "the next round's inputs are frozen; its start waits for seed_slot's hash"),
     F("_pad", U8),
     F("nonce", U64, "increases on every change of this account"),
+    F("run_state_start", I64, "unix time the current phase began"),
+    F("progress", Progress),
+    F("last_seed", U64, "the latest seed derived (chained into the next)"),
+    F("next_seed", U64, "seed of the round after the current one, fixed when the current one started"),
+    F("seed_slot", U64, "the slot the inputs of the next seed froze in (while seed_pending)"),
+    F("next_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "active clients of the round after the current one"),
+    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "healthy clients frozen with seed_slot (a later next_mask)"),
+    F("epoch", EpochState),
+    # -- the rest changes at epoch boundaries, on drops, or by the authority
+    F("witnesses", Array(RoundWitnesses, "NUM_ROUNDS"), "witness records of the stored rounds"),
+    F("clients", Array(Client, "MAX_CLIENTS"), "the epoch's members"),
     F("run_id", Bytes("RUN_ID_LEN")),
     F("authority", PUBKEY, "may update, pause and close the run"),
     F("join_authority", PUBKEY, "grants JoinAuthorizations when join_policy is Authorized"),
     F(
         "checkpointers",
         Array(PUBKEY, "MAX_CHECKPOINTERS"),
-        "may move the checkpoint pointer (zero = empty)",
+        "may set the checkpoint's fallback repo (zero = empty)",
     ),
-    F("run_state_start", I64, "unix time the current phase began"),
-    F("last_seed", U64, "seed of the latest round (chained into the next)"),
     F("metadata", RunMetadata),
     F("config", RunConfig),
     F("model", ModelConfig),
-    F("progress", Progress),
-    F("epoch", EpochState),
     F("registry", Array(RegistryEntry, "MAX_CLIENTS"), "wallets that joined and have not exited"),
     F("registry_len", U32),
     F("_pad2", U32),
     F("next_active", U64, "join marker of the next epoch"),
-    F("seed_slot", U64, "the slot the next round's inputs froze in (while seed_pending)"),
-    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "the next round's active clients, frozen with its inputs"),
     doc="The state of one training run (a zero-copy account, created by the client at its exact size).",
 )
 RunIndex = S(
@@ -358,6 +378,7 @@ JoinAuthorization = S(
     F("_pad", Bytes(6)),
     F("run", PUBKEY),
     F("grantee", PUBKEY),
+    F("join_authority", PUBKEY, "who created it: receives the rent when it is closed, even after the run"),
     doc='PDA ["join", run, grantee], written by the join authority.',
 )
 Points = S(
@@ -367,7 +388,20 @@ Points = S(
     F("run", PUBKEY),
     F("wallet", PUBKEY),
     F("points", U64, "claimed reward points; they outlive the wallet's registry entry"),
-    doc='PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run and claim_points.',
+    doc='PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run, claim_points and '
+    "settle_points.",
+)
+Endpoint = S(
+    "Endpoint",
+    F("bump", U8),
+    F("_pad", Bytes(7)),
+    F("run", PUBKEY),
+    F("wallet", PUBKEY),
+    F("p2p_identity", PUBKEY, "the node id the endpoint belongs to (as joined)"),
+    F("join_marker", U64, "the join it was written by (Run.next_active then)"),
+    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address: printable ASCII, NUL-padded"),
+    doc='PDA ["endpoint", run, wallet]: a member\'s network address, written by its join_run (peers read '
+    "every member's with one getMultipleAccounts); closed by exit_run.",
 )
 WitnessMetadata = S(
     "WitnessMetadata",
@@ -397,7 +431,7 @@ SetJoinAuthorizationArgs = S("SetJoinAuthorizationArgs", F("grantee", PUBKEY), F
 JoinRunArgs = S(
     "JoinRunArgs",
     F("p2p_identity", PUBKEY, "iroh node id; an earlier Ed25519 instruction proves its key signed"),
-    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (printable ASCII, NUL-padded); not stored"),
+    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (printable ASCII, NUL-padded), kept in its Endpoint account"),
 )
 WarmupWitnessArgs = S("WarmupWitnessArgs", F("index", U16))
 WitnessArgs = S(
@@ -406,8 +440,8 @@ WitnessArgs = S(
     F("index", U16),
     F("position", U16),
     F("participants", Bytes("PARTICIPANT_BITMAP_LEN")),
-    F("bloom_salt", U64),
-    F("broadcast_bloom", Bytes("BLOOM_BYTES")),
+    F("results_root", Bytes(32)),
+    F("weights_digest", U64),
     F("metadata", WitnessMetadata),
 )
 HealthCheckArgs = S(
@@ -420,6 +454,29 @@ HealthCheckArgs = S(
     ),
 )
 CheckpointArgs = S("CheckpointArgs", F("checkpoint", Checkpoint))
+VoteWeightsArgs = S(
+    "VoteWeightsArgs",
+    F("index", U16, "the voter's epoch client index"),
+    F("_pad", U16),
+    F("step", U32, "the step the epoch ended at (progress.step)"),
+    F("manifest", Bytes(32), "manifest hash of the voter's epoch-end checkpoint"),
+)
+SettlePointsArgs = S("SettlePointsArgs", F("wallet", PUBKEY, "whose unclaimed points move to its Points account"))
+ResultStatement = S(
+    "ResultStatement",
+    F("batch_start", U64),
+    F("batch_end", U64),
+    F("commitment", Bytes(32), "sha256 of the result's payload"),
+    doc="What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || step || this).",
+)
+ReportEquivocationArgs = S(
+    "ReportEquivocationArgs",
+    F("index", U16, "the accused's epoch client index"),
+    F("_pad", U16),
+    F("step", U32),
+    F("first", ResultStatement),
+    F("second", ResultStatement),
+)
 
 # events (Anchor format: sha256("event:<Name>")[:8] + Borsh, in "Program data:" log lines)
 RunStateChanged = S(
@@ -439,7 +496,7 @@ ClientJoined = S(
     F("run", PUBKEY),
     F("signer", PUBKEY),
     F("p2p_identity", PUBKEY),
-    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address: peers read it back from the logs"),
+    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (peers read it from the Endpoint account)"),
 )
 ClientExited = S("ClientExited", F("run", PUBKEY), F("signer", PUBKEY))
 WitnessSubmitted = S(
@@ -449,7 +506,27 @@ WitnessSubmitted = S(
     F("step", U32),
     F("index", U16),
     F("position", U16),
+    F("results_root", Bytes(32)),
+    F("weights_digest", U64),
     F("metadata", WitnessMetadata),
+)
+StepDecided = S(
+    "StepDecided",
+    F("run", PUBKEY),
+    F("step", U32, "the step whose applied set is now fixed"),
+    F("votes", U16),
+    F("_pad", U16),
+    F("results_root", Bytes(32)),
+)
+ClientConvicted = S(
+    "ClientConvicted",
+    F("run", PUBKEY),
+    F("signer", PUBKEY),
+    F("index", U16),
+    F("reason", ConvictionReason),
+    F("_pad", U8),
+    F("step", U32, "the step the proof is about"),
+    F("forfeited", U64, "unclaimed points it lost"),
 )
 ClientDropped = S(
     "ClientDropped", F("run", PUBKEY), F("signer", PUBKEY), F("index", U16), F("_pad", Bytes(6))
@@ -461,15 +538,15 @@ PointsClaimed = S(
     F("total", U64, "now in the wallet's Points account"),
 )  # fmt: skip
 
-EVENTS = (RunStateChanged, ClientJoined, ClientExited, WitnessSubmitted, ClientDropped, CheckpointUpdated,
-          RunUpdated, PointsClaimed)  # fmt: skip
-ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization, Points)
+EVENTS = (RunStateChanged, ClientJoined, ClientExited, WitnessSubmitted, StepDecided, ClientDropped,
+          ClientConvicted, CheckpointUpdated, RunUpdated, PointsClaimed)  # fmt: skip
+ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization, Points, Endpoint)
 ARG_TYPES = (InitializeRunArgs, UpdateMetadataArgs, UpdateConfigArgs, UpdateModelArgs, SetCheckpointersArgs,
              SetPausedArgs, SetJoinAuthorizationArgs, JoinRunArgs, WarmupWitnessArgs, WitnessArgs,
-             HealthCheckArgs, CheckpointArgs)  # fmt: skip
+             HealthCheckArgs, CheckpointArgs, VoteWeightsArgs, SettlePointsArgs, ReportEquivocationArgs)  # fmt: skip
 STRUCTS = (Checkpoint, LrSchedule, DistroConfig, ModelConfig, RunConfig, RunMetadata, Progress, Client,
-           Witness, Round, EpochState, RegistryEntry, WitnessMetadata, *ACCOUNT_TYPES, *ARG_TYPES,
-           *EVENTS)  # fmt: skip
+           Witness, Round, RoundWitnesses, EpochState, RegistryEntry, WitnessMetadata, ResultStatement,
+           *ACCOUNT_TYPES, *ARG_TYPES, *EVENTS)  # fmt: skip
 
 # --------------------------------------------------------------------------------------------------
 # instructions
@@ -517,7 +594,7 @@ INSTRUCTIONS = (
     Instruction(
         "join_run",
         (
-            _user,
+            _payer_user,
             _run_w,
             Account(
                 "authorization",
@@ -529,14 +606,17 @@ INSTRUCTIONS = (
                 address=INSTRUCTIONS_SYSVAR,
                 doc="where the node key's Ed25519 proof of possession is read",
             ),
+            Account("endpoint", writable=True, doc='PDA ["endpoint", run, user]: written (created on the first join)'),
+            _system,
         ),
         JoinRunArgs,
         "Join the next epoch (again each epoch). An earlier instruction of the same transaction must be "
-        'an Ed25519 signature by p2p_identity over "cohort join v1" || run || wallet.',
+        'an Ed25519 signature by p2p_identity over "cohort join v2" || run || wallet || next_active (u64 LE).',
     ),
     Instruction(
         "exit_run",
-        (_payer_user, _run_w, _slot_hashes, _points, _system),
+        (_payer_user, _run_w, _slot_hashes, _points, _system,
+         Account("endpoint", writable=True, doc='PDA ["endpoint", run, user]: closed, its rent refunded')),
         None,
         "Leave the run; frees the registry slot. Unclaimed points move to the Points account first.",
     ),
@@ -547,14 +627,33 @@ INSTRUCTIONS = (
         "Move the wallet's unclaimed points into its Points account (created on the first claim).",
     ),
     Instruction(
+        "settle_points",
+        (Account("payer", writable=True, signer=True, doc="anyone; pays the Points account's rent if new"),
+         _run_w,
+         Account("points", writable=True, doc='PDA ["points", run, wallet]'),
+         _system),
+        SettlePointsArgs,
+        "Move a wallet's unclaimed points into its Points account (permissionless): they then survive "
+        "pruning, and the entry can be reused when the registry is full.",
+    ),
+    Instruction(
+        "close_points",
+        (Account("wallet", writable=True, signer=True, doc="the Points account's wallet; receives the rent"),
+         Account("points", writable=True, doc='PDA ["points", run, wallet]'),
+         Account("run", doc="must be closed (no longer a Run account)")),
+        None,
+        "Close a Points account once its run is closed, refunding its rent.",
+    ),
+    Instruction(
         "close_join_authorization",
         (
             Account("join_authority", writable=True, signer=True, doc="receives the rent"),
-            Account("run", writable=True, doc="the grantee's pending join is withdrawn"),
+            Account("run", writable=True, doc="the grantee's pending join is withdrawn (or the closed run)"),
             Account("authorization", writable=True, doc='PDA ["join", run, grantee]'),
         ),
         None,
-        "Close a JoinAuthorization and refund its rent (the grant is revoked with it).",
+        "Close a JoinAuthorization and refund its rent (the grant is revoked with it); works after the run "
+        "was closed too.",
     ),
     Instruction(
         "tick", (_user, _run_w, _slot_hashes), None,
@@ -564,7 +663,20 @@ INSTRUCTIONS = (
     Instruction("warmup_witness", (_user, _run_w, _slot_hashes), WarmupWitnessArgs),
     Instruction("witness", (_user, _run_w, _slot_hashes), WitnessArgs),
     Instruction("health_check", (_user, _run_w, _slot_hashes), HealthCheckArgs),
-    Instruction("checkpoint", (_user, _run_w, _slot_hashes), CheckpointArgs),
+    Instruction("checkpoint", (_user, _run_w, _slot_hashes), CheckpointArgs,
+                "A checkpointer sets where the weights are kept besides peers (kind, repo, revision); "
+                "the weights' hash and step come only from vote_weights."),
+    Instruction("vote_weights", (_user, _run_w, _slot_hashes), VoteWeightsArgs,
+                "A finisher of the epoch that just ended reports its checkpoint's manifest hash; the hash a "
+                "strict majority of the healthy finishers reported becomes the checkpoint's."),
+    Instruction(
+        "report_equivocation",
+        (_user, _run_w, _slot_hashes,
+         Account("instructions", address=INSTRUCTIONS_SYSVAR, doc="where the two signed statements are read")),
+        ReportEquivocationArgs,
+        "Two earlier Ed25519 instructions of the same transaction hold the accused node key's signatures "
+        "over two result statements for one step with different commitments: the member is convicted.",
+    ),
     Instruction(
         "close_run",
         (
@@ -612,8 +724,8 @@ ERRORS = (
     Error("InvalidRunState", "Not allowed in the run's current phase"),
     Error("NothingToTick", "No phase change is due"),
     Error("WrongStep", "Witness is for another step"),
-    Error("InvalidWitness", "Witness index or position does not match the round's election"),
-    Error("DuplicateWitness", "This client already witnessed this round"),
+    Error("InvalidWitness", "Witness index or position is not a seat of this round"),
+    Error("DuplicateWitness", "This client already holds this very record this round"),
     Error("WitnessesFull", "The round already has all its witnesses"),
     Error("InvalidHealthCheck", "A listed client is healthy or was not training"),
     Error("NotACheckpointer", "Signer may not move the checkpoint pointer"),
@@ -624,7 +736,7 @@ ERRORS = (
     Error("EndpointInvalid", "endpoint must be printable ASCII followed only by NUL bytes"),
     Error(
         "NodeKeyNotProven",
-        'No earlier Ed25519 instruction in which p2p_identity signs "cohort join v1" || run || wallet',
+        'No earlier Ed25519 instruction in which p2p_identity signs "cohort join v2" || run || wallet || join marker',
     ),
     Error("IdentityTaken", "Another wallet of this run already holds this p2p_identity"),
     Error("AlreadyJoined", "Already joined the next epoch with this p2p_identity"),
@@ -633,6 +745,10 @@ ERRORS = (
     Error("JoinDuringWarmup", "Joins for the next epoch open when this epoch's first round starts"),
     Error("RoundOver", "The round's witness time is over"),
     Error("SeedPending", "The next round's seed is waiting for the slot its inputs froze in to complete"),
+    Error("PointsUnclaimed", "Some wallets still hold unclaimed points: settle_points them first"),
+    Error("RunStillOpen", "Only allowed once the run is closed"),
+    Error("EquivocationNotProven", "The transaction holds no two valid signed statements by the accused for this step"),
+    Error("VoteClosed", "Weights votes are taken from the epoch's end until the next epoch starts"),
 )
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from cohort.client.runtime.local_run import CONFIGS, write_config
+from cohort.client.runtime.local_run import write_config
 from cohort.client.runtime.trainer import Trainer, distro_config
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
-from cohort.sdk.run_config import load_run_file
+from cohort.sdk.run_config import load_run_file, packaged_config
 
 # variants of the demo config, each one a run `run create` accepts; small so each trains in well under a second
 VARIANTS = {
@@ -45,7 +45,7 @@ def test_every_accepted_config_trains(changes: dict, core: CoordinatorCore, tmp_
 
 
 def test_the_example_run_maps_to_a_buildable_client(core: CoordinatorCore):
-    run_file = load_run_file(CONFIGS / "example-run.toml", core)
+    run_file = load_run_file(packaged_config("example-run.toml"), core)
     spec = training_spec(run_file.metadata, run_file.model)
     config = distro_config(spec.distro)
     assert (config.value_dtype, config.error_feedback, config.clip_grad_norm) == ("bf16", "received", 1.0)

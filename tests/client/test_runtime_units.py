@@ -1,42 +1,72 @@
-"""The client's pure parts: gossip bodies and node addresses decoded strictly, the consensus a quorum of
-witnesses decides, drift detection. The Run stand-ins carry only the fields these functions read."""
+"""The client's pure parts: gossip bodies, results lists and node addresses decoded strictly, the signed
+result statement, and the ordered model worker."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import asyncio
+import threading
+import time
 
 import pytest
+from solders.keypair import Keypair
 
 from cohort.client.p2p import NodeKey, PeerAddress
-from cohort.client.runtime.messages import Finished, MessageError, Ready, Result, decode_message
+from cohort.client.runtime.messages import MessageError, Ready, Result, decode_message
 from cohort.client.runtime.peers import ENDPOINT_CAPACITY, decode_endpoint, encode_endpoint
-from cohort.client.runtime.rounds import (
-    RoundView,
-    StepBook,
-    WitnessProof,
-    consensus,
-    drifted,
-    participants_and_bloom,
-)
-from cohort.sdk.coordinator_core import CoordinatorCore
+from cohort.client.runtime.results_list import ResultsList, ResultsListError
+from cohort.client.runtime.worker import ModelWorker
+from cohort.sdk.coordinator_core import load_idl
+from cohort.sdk.statements import result_statement
 
-
-@pytest.fixture(scope="module")
-def core() -> CoordinatorCore:
-    return CoordinatorCore()
+SIG = b"s" * 64
 
 
 def test_messages_round_trip_and_anything_else_is_refused():
-    for message in (Ready(3), Finished(17), Result(17, 8, 16, b"c" * 32, 31_184)):
+    for message in (Ready(3), Result(17, 8, 16, b"c" * 32, 31_184, SIG)):
         assert decode_message(message.encode()) == message
-    good = Result(1, 0, 8, b"c" * 32, 100).encode()
+    good = Result(1, 0, 8, b"c" * 32, 100, SIG).encode()
     for body, why in [
-        (b"", "empty"), (b"\x09" + good[1:], "unknown message kind 9"), (good[:-1], "is 61 bytes, got 60"),
-        (good + b"\0", "got 62"), (Result(1, 8, 8, b"c" * 32, 100).encode(), "is empty"),
-        (Result(1, 0, 8, b"c" * 32, 0).encode(), "size 0"), (Result(1, 0, 8, b"c" * 32, 2**31).encode(), "out of range"),
+        (b"", "empty"), (b"\x09" + good[1:], "unknown message kind 9"), (good[:-1], "is 125 bytes, got 124"),
+        (good + b"\0", "got 126"), (Result(1, 8, 8, b"c" * 32, 100, SIG).encode(), "is empty"),
+        (Result(1, 0, 8, b"c" * 32, 0, SIG).encode(), "size 0"),
+        (Result(1, 0, 8, b"c" * 32, 2**31, SIG).encode(), "out of range"),
+        (b"\x03" + bytes(8), "unknown message kind 3"),  # the old Finished: no longer part of the protocol
     ]:  # fmt: skip
         with pytest.raises(MessageError, match=why):
             decode_message(body)
+
+
+def test_a_result_statement_is_what_the_node_key_signs_and_names_run_step_batch_commitment():
+    idl, run = load_idl(), Keypair().pubkey()
+    key = NodeKey.generate()
+    statement = result_statement(idl, run, 7, (16, 24), b"c" * 32)
+    signature = key.sign(statement)
+    assert key.node_id.verify(statement, signature)
+    for other in (result_statement(idl, run, 8, (16, 24), b"c" * 32), result_statement(idl, run, 7, (16, 25), b"c" * 32),
+                  result_statement(idl, Keypair().pubkey(), 7, (16, 24), b"c" * 32),
+                  result_statement(idl, run, 7, (16, 24), b"d" * 32)):  # fmt: skip
+        assert not key.node_id.verify(other, signature)
+
+
+def test_results_lists_encode_to_their_root_and_decode_strictly():
+    held = {4: b"b" * 32, 1: b"a" * 32}
+    results = ResultsList.of(9, held)
+    assert results.entries == ((1, b"a" * 32), (4, b"b" * 32))  # sorted: one encoding, one root
+    assert ResultsList.decode(results.encode(), step=9, clients=5) == results
+    assert results.root == ResultsList.of(9, dict(reversed(list(held.items())))).root
+    assert results.participants()[0] == 0b10010
+    data = results.encode()
+    for bad, why in [
+        (data[:-1], "does not hold"), (b"XXXX" + data[4:], "bad magic"), (data + b"\0", "does not hold"),
+        (ResultsList(9, ((4, b"b" * 32), (1, b"a" * 32))).encode(), "ascending"),
+        (ResultsList(9, ((1, b"a" * 32), (1, b"a" * 32))).encode(), "ascending"),
+    ]:  # fmt: skip
+        with pytest.raises(ResultsListError, match=why):
+            ResultsList.decode(bad, step=9, clients=5)
+    with pytest.raises(ResultsListError, match="expected 10"):
+        ResultsList.decode(data, step=10, clients=5)
+    with pytest.raises(ResultsListError, match="indices"):
+        ResultsList.decode(data, step=9, clients=4)  # index 4 is not a client of a 4-client epoch
 
 
 def test_endpoints_round_trip_and_keep_the_relay_when_cut():
@@ -55,43 +85,31 @@ def test_endpoints_round_trip_and_keep_the_relay_when_cut():
             decode_endpoint(node, bad)
 
 
-def _run(clients: int, witness_nodes: int):
-    return SimpleNamespace(clients=[None] * clients, config=SimpleNamespace(witness_nodes=witness_nodes))
+async def test_the_model_worker_runs_jobs_in_order_to_their_end_even_when_the_caller_is_cancelled():
+    worker = ModelWorker()
+    log: list[str] = []
 
+    def slow(name: str) -> str:
+        time.sleep(0.2)
+        log.append(name)
+        return name
 
-def test_consensus_takes_what_a_quorum_attested_and_names_what_we_lack(core: CoordinatorCore):
-    honest = StepBook(5, results={0: (b"\x10" * 32, b"p0"), 1: (b"\x11" * 32, b"p1"), 2: (b"\x12" * 32, b"p2")})
-    proofs = []
-    for index in (0, 1, 2):  # three witnesses (quorum 2); the third did not get client 2's result
-        seen = StepBook(5, results={k: v for k, v in honest.results.items() if index < 2 or k != 2})
-        participants, salt, bloom = participants_and_bloom(core, seen)
-        proofs.append(WitnessProof(index, index, participants, salt, bloom))
-    view = RoundView(6, 6, 0, b"", b"\xff" * 32, tuple(proofs))
-    decided = consensus(core, _run(4, 3), view, honest)
-    assert decided.accepted == {0: b"p0", 1: b"p1", 2: b"p2"} and decided.missing == ()
-    # a replica that holds another commitment for client 1, and nothing from client 2, must not apply
-    mine = StepBook(5, results={0: honest.results[0], 1: (b"\x99" * 32, b"forged")})
-    decided = consensus(core, _run(4, 3), view, mine)
-    assert decided.accepted == {0: b"p0"} and decided.missing == (1, 2)
-    # a result only one witness saw is not part of the consensus (client 3 never trained)
-    assert 3 not in decided.missing
+    first = asyncio.ensure_future(worker.run(slow, "first"))
+    second = asyncio.ensure_future(worker.run(slow, "second"))
+    await asyncio.sleep(0.05)
+    first.cancel()  # whoever waited is gone; the job still finishes, and before the next one
+    assert await second == "second"
+    assert log == ["first", "second"]
 
+    def abortable(steps: int, abort: threading.Event) -> int:
+        for done in range(steps):
+            if abort.is_set():
+                return done
+            time.sleep(0.02)
+        return steps
 
-def test_drift_is_a_committed_checkpoint_that_is_not_ours():
-    def run(step: int, digest: bytes):
-        return SimpleNamespace(model=SimpleNamespace(checkpoint=SimpleNamespace(step=step, weights_sha256=digest)))
-
-    ours = b"\x01" * 32
-    assert not drifted(run(10, ours), 10, ours)
-    assert drifted(run(10, b"\x02" * 32), 10, ours)
-    assert not drifted(run(9, b"\x02" * 32), 10, ours)  # a pointer from another epoch end
-    assert not drifted(run(10, bytes(32)), 10, ours)  # nothing committed
-    assert not drifted(run(10, b"\x02" * 32), None, None)  # we saved nothing
-
-
-def test_a_witness_attests_only_results_of_the_batch_the_chain_gave(core: CoordinatorCore):
-    book = StepBook(5, results={0: (b"\x10" * 32, b"p0"), 1: (b"\x11" * 32, b"p1")},
-                    batches={0: (0, 8), 1: (100, 108)})  # fmt: skip
-    participants, salt, bloom = participants_and_bloom(core, book, {0: (0, 8), 1: (8, 16)})
-    assert participants[0] == 0b01  # client 1 trained another batch than its own: not attested
-    assert core.bloom_contains(bloom, salt, b"\x10" * 32) and not core.bloom_contains(bloom, salt, b"\x11" * 32)
+    job = asyncio.ensure_future(worker.run_abortable(abortable, 100))
+    await asyncio.sleep(0.1)
+    worker.abort()
+    assert 0 < await job < 100  # stopped at a check between "micro-batches"
+    worker.close()

@@ -24,7 +24,7 @@ from support.coordinator_chain import (
 )
 
 CLIENTS = 4
-CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 2, batch 8..16, epoch 300 s
+CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 3 (quorum 2), batch 8..16, epoch 300 s
 PROGRESS = {"epoch": 0, "step": 1, "epoch_start_data_index": 0}
 CLOCK_SYSVAR = Pubkey.from_string("SysvarC1ock11111111111111111111111111111111")
 
@@ -148,7 +148,9 @@ def test_run_account_not_writable(chain, training):
     assert refused(chain, read_only, [authority], run) == "AccountNotWritable"
 
 
-@pytest.mark.parametrize("name", ["tick", "exit_run", "join_run", "witness", "set_paused"])
+@pytest.mark.parametrize(
+    "name", ["tick", "exit_run", "join_run", "witness", "set_paused", "vote_weights", "report_equivocation"]
+)
 def test_wrong_slot_hashes_account(chain, core, training, name):
     authority, run, members = training
     state = chain.state(run)
@@ -160,6 +162,8 @@ def test_wrong_slot_hashes_account(chain, core, training, name):
         signer, args = members[index], make_witness(index, position, state["progress"]["step"])
     elif name == "set_paused":
         signer, args = authority, {"paused": True}
+    elif name in ("vote_weights", "report_equivocation"):
+        args = sample_args(chain, name, signer)
     for impostor in (CLOCK_SYSVAR, run, Keypair().pubkey()):
         assert chain.fails(name, signer, run, args, slot_hashes=impostor, **extra) == "WrongSysvar"
 
@@ -195,6 +199,9 @@ def sample_args(chain, name: str, signer: Keypair) -> dict | None:
         "witness": make_witness(0, 0, 1),
         "health_check": {"count": 1, "indices": [0] * 32},
         "checkpoint": {"checkpoint": make_model()["checkpoint"]},
+        "vote_weights": {"index": 0, "step": 1, "manifest": bytes(range(32))},
+        "settle_points": {"wallet": signer.pubkey()},
+        "report_equivocation": {"index": 0, "step": 1, "first": STATEMENT, "second": STATEMENT},
     }
     return samples[name]
 
@@ -207,10 +214,12 @@ def all_accounts(chain, name: str, signer: Keypair, run: Pubkey) -> dict[str, Pu
     return keys
 
 
+STATEMENT = {"batch_start": 0, "batch_end": 8, "commitment": bytes(32)}
 INSTRUCTIONS = [
     "initialize_run", "update_metadata", "update_config", "update_model", "set_checkpointers",
-    "set_paused", "set_join_authorization", "join_run", "exit_run", "tick", "warmup_witness",
-    "witness", "health_check", "checkpoint", "close_run",
+    "set_paused", "set_join_authorization", "join_run", "exit_run", "claim_points", "settle_points",
+    "close_points", "close_join_authorization", "tick", "warmup_witness", "witness", "health_check",
+    "checkpoint", "vote_weights", "report_equivocation", "close_run",
 ]  # fmt: skip
 
 
@@ -275,10 +284,10 @@ def test_witness_refusals(chain, core, training):
     def fails(signer, args):
         return chain.fails("witness", signer, run, args)
 
-    # not elected: its true position is >= witness_nodes, and it cannot claim another one
+    # not seated: its true position is past the seats, and it cannot claim another one
     assert fails(members[other], make_witness(other, other_position, step)) == "InvalidWitness"
     assert fails(members[other], make_witness(other, position, step)) == "InvalidWitness"
-    # elected, but a wrong position, or someone else's index
+    # seated, but a wrong position, or someone else's index
     assert fails(members[index], make_witness(index, position ^ 1, step)) == "InvalidWitness"
     assert fails(members[other], make_witness(index, position, step)) == "InvalidWitness"
     assert fails(stranger, make_witness(index, position, step)) == "InvalidWitness"
@@ -287,10 +296,12 @@ def test_witness_refusals(chain, core, training):
     # another step
     for wrong in (step - 1, step + 1, 0, 2**32 - 1):
         assert fails(members[index], make_witness(index, position, wrong)) == "WrongStep"
-    # the real one, then again
-    chain.call("witness", members[index], run, make_witness(index, position, step))
-    assert fails(members[index], make_witness(index, position, step)) == "DuplicateWitness"
-    assert fails(members[index], make_witness(index, position, step, salt=8)) == "DuplicateWitness"
+    # the real one, then the same record again (other metadata is not another record)
+    witness = make_witness(index, position, step)
+    chain.call("witness", members[index], run, witness)
+    assert fails(members[index], witness) == "DuplicateWitness"
+    again = witness | {"metadata": witness["metadata"] | {"loss": 1.0}}
+    assert fails(members[index], again) == "DuplicateWitness"
 
 
 def test_witness_and_warmup_witness_in_the_wrong_phase_or_for_another_member(chain):
@@ -308,10 +319,11 @@ def test_witness_and_warmup_witness_in_the_wrong_phase_or_for_another_member(cha
     chain.call("warmup_witness", members[0], run, {"index": 0})
     assert chain.fails("warmup_witness", members[0], run, {"index": 0}) == "DuplicateWitness"
     chain.call("warmup_witness", members[1], run, {"index": 1})
-    assert chain.fails("warmup_witness", members[2], run, {"index": 2}) == "SeedPending"
+    chain.call("warmup_witness", members[2], run, {"index": 2})  # witness_nodes of them: inputs freeze
+    assert chain.fails("warmup_witness", members[3], run, {"index": 3}) == "SeedPending"
     start_pending_round(chain, run, members[0])
     assert chain.state(run)["run_state"] == "RoundTrain"
-    assert chain.fails("warmup_witness", members[2], run, {"index": 2}) == "InvalidRunState"
+    assert chain.fails("warmup_witness", members[3], run, {"index": 3}) == "InvalidRunState"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -402,6 +414,7 @@ BIG = {
     "global_batch_size_start": 40,
     "global_batch_size_end": 80,
 }
+SEATS = "witness_nodes must be > 0, <= 32 and <= init_min_clients (every seat filled at the start)"
 CONFIG_RULES = [
     ({"epoch_time": 0}, "epoch_time must be > 0"),
     ({"warmup_time": 300}, "warmup_time must be < epoch_time"),
@@ -419,9 +432,12 @@ CONFIG_RULES = [
     ({"global_batch_size_start": 3},
      "init_min_clients must be <= global_batch_size_start (every trainer needs data)"),
     ({"total_steps": 0}, "total_steps must be > 0"),
-    ({"witness_nodes": 0}, "witness_nodes must be > 0, <= min_clients and <= 32"),
-    ({"witness_nodes": 3}, "witness_nodes must be > 0, <= min_clients and <= 32"),
-    (BIG | {"witness_nodes": 33}, "witness_nodes must be > 0, <= min_clients and <= 32"),
+    ({"witness_nodes": 0}, SEATS),
+    ({"witness_nodes": 5}, SEATS),
+    (BIG | {"witness_nodes": 33}, SEATS),
+    ({"witness_nodes": 4}, "a strict majority of witness_nodes must be <= min_clients (else no step can be decided)"),
+    ({"witness_nodes": 2},
+     "witness_nodes must be >= 3 once init_min_clients >= 3 (with 2 seats one witness can block every step)"),
     ({"join_policy": 2}, "join_policy is not a known policy"),
 ]  # fmt: skip
 

@@ -1,6 +1,8 @@
-"""Health checks on chain: a healthy member reports clients that the previous round's witnesses did not
-see (fewer than a quorum of the configured witnesses list them in their participant bitmaps); the
-report is all-or-nothing, needs round height >= 2, and the dropped clients stop training next round."""
+"""Health checks on chain: a healthy member reports trainers that a strict majority of the seats left out
+of the records they submitted in the previous round (a seat that never reported counts for nobody, so one
+censoring witness of three drops nobody); the report is all-or-nothing, needs round height >= 2, and a
+dropped client leaves the trainers from the round after the next (the next one's were fixed when the
+current one started)."""
 
 from __future__ import annotations
 
@@ -49,32 +51,40 @@ def test_health_check_drops_a_client_the_witnesses_did_not_see(chain, core, epoc
     nonce = state["nonce"]
 
     meta = chain.call("health_check", members[0], run, check(5))
-    assert chain.idl.events_in_logs(list(meta.logs())) == [
+    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [
         ("ClientDropped", {"run": run, "signer": members[5].pubkey(), "index": 5, "_pad": bytes(6)})
     ]
     after = chain.state(run)
     assert after["nonce"] == nonce + 1
-    clients = after["epoch"]["clients"]
+    clients = after["clients"]
     assert clients[5]["state"] == "Dropped" and clients[5]["exited_height"] == 2
     assert [c["state"] for c in clients[:5]] == ["Healthy"] * 5
-    # only the client changed: everything else of the run is as it was
-    state["nonce"], state["epoch"]["clients"][5] = after["nonce"], clients[5]
+    # only the client changed (and the members nonce that tells followers so): the rest is as it was
+    assert after["epoch"]["members_nonce"] == state["epoch"]["members_nonce"] + 1
+    state["nonce"], state["clients"][5] = after["nonce"], clients[5]
+    state["epoch"]["members_nonce"] = after["epoch"]["members_nonce"]
     assert after == state
 
     # the dropped client no longer acts as a member, and cannot be dropped twice
     assert chain.fails("health_check", members[5], run, check(4)) == "NotInEpoch"
     assert chain.fails("health_check", members[0], run, check(5)) == "InvalidHealthCheck"
 
-    # the current round still lists it (it started training); the next one does not
+    # the current round still lists it (it started training), and so does the next, whose trainers were
+    # fixed when this one started (next_mask); it holds no seat there, and the round after drops it
     round_ = after["epoch"]["rounds"][after["epoch"]["rounds_head"]]
     assert round_["active_mask"] == bitmap(EVERYONE) and round_["active_count"] == CLIENTS
+    assert after["next_mask"] == bitmap(EVERYONE)
     play_round(chain, core, run, members, all_elected=False)
     state = chain.state(run)
-    assert state["run_state"] == "RoundTrain"
     round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
-    assert round_["height"] == 3
-    assert round_["active_mask"] == but(5) and round_["active_count"] == CLIENTS - 1
+    assert state["run_state"] == "RoundTrain" and round_["height"] == 3
+    assert round_["active_mask"] == bitmap(EVERYONE) and state["next_mask"] == but(5)
     assert 5 not in elected(chain, core, run)
+    play_round(chain, core, run, members, all_elected=False)
+    state = chain.state(run)
+    round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+    assert round_["height"] == 4
+    assert round_["active_mask"] == but(5) and round_["active_count"] == CLIENTS - 1
 
 
 def test_health_check_is_all_or_nothing(chain, core, epoch):
@@ -85,29 +95,77 @@ def test_health_check_is_all_or_nothing(chain, core, epoch):
     assert chain.fails("health_check", members[0], run, check(4, 3, 5)) == "InvalidHealthCheck"
     meta = chain.call("health_check", members[0], run, check(4, 5))
     dropped = [
-        e for name, e in chain.idl.events_in_logs(list(meta.logs())) if name == "ClientDropped"
+        e for name, e in chain.idl.events_in_logs(list(meta.logs()), chain.program_id) if name == "ClientDropped"
     ]
     assert [e["index"] for e in dropped] == [4, 5]
-    states = [c["state"] for c in chain.state(run)["epoch"]["clients"][:CLIENTS]]
+    states = [c["state"] for c in chain.state(run)["clients"][:CLIENTS]]
     assert states == ["Healthy"] * 4 + ["Dropped"] * 2
 
 
+def witness_views(chain, core, run, members, views: list[bytes]) -> None:
+    """The seats, in order, submit these participant bitmaps (each view its own results root); views that
+    disagree decide nothing, and the round then ends by its timeouts."""
+    step = chain.state(run)["progress"]["step"]
+    seats = list(elected(chain, core, run).items())
+    for (index, position), seen in zip(seats, views, strict=False):
+        if chain.state(run)["seed_pending"]:
+            break  # a majority decided: the round is over
+        chain.call("witness", members[index], run, make_witness(index, position, step, seen))
+    if not chain.state(run)["seed_pending"]:
+        chain.advance(CONFIG["max_round_train_time"])
+        chain.call("tick", members[0], run)
+        chain.advance(CONFIG["round_witness_time"])
+        chain.call("tick", members[0], run)  # the round ends by timeout: its inputs freeze
+
+
 def test_health_check_counts_against_the_configured_quorum(chain, core, epoch):
-    """Client 4 is listed by two of the three witnesses (the quorum), client 5 by one."""
+    """Client 4 is left out by one of the three seats, client 5 by two (the quorum)."""
     run, members = epoch
     play_round(chain, core, run, members)
-    step = chain.state(run)["progress"]["step"]
-    views = [ALL_PARTICIPANTS, but(5), but(4, 5)]
-    witnesses = sorted(elected(chain, core, run).items(), key=lambda item: item[1])
-    assert len(witnesses) == 3
-    for (index, position), seen in zip(witnesses, views, strict=True):
-        chain.call("witness", members[index], run, make_witness(index, position, step, seen))
-    # the last witness ended the round: its inputs are frozen until the next slot starts the next one
+    witness_views(chain, core, run, members, [ALL_PARTICIPANTS, but(5), but(4, 5)])
+    assert not chain.state(run)["epoch"]["rounds"][chain.state(run)["epoch"]["rounds_head"]]["decided"]
+    # the round's end froze the next round's inputs: checks wait until the next slot starts it
     assert chain.fails("health_check", members[0], run, check(5)) == "SeedPending"
     start_pending_round(chain, run, members[0])
     assert chain.fails("health_check", members[0], run, check(4)) == "InvalidHealthCheck"
     chain.call("health_check", members[0], run, check(5))
-    assert chain.state(run)["epoch"]["clients"][5]["state"] == "Dropped"
+    assert chain.state(run)["clients"][5]["state"] == "Dropped"
+
+
+def test_one_censoring_witness_of_three_cannot_drop_an_honest_trainer(chain, core, epoch):
+    """The censor reports first, leaving trainer 5 out; the two honest seats hold 5's result and decide the
+    step. One record of three is no majority: 5 stays."""
+    run, members = epoch
+    play_round(chain, core, run, members)
+    witness_views(chain, core, run, members, [but(5), ALL_PARTICIPANTS, ALL_PARTICIPANTS])
+    state = chain.state(run)
+    round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+    assert round_["decided"] and round_["witnesses_len"] == 3
+    start_pending_round(chain, run, members[0])
+    assert chain.fails("health_check", members[0], run, check(5)) == "InvalidHealthCheck"
+
+
+def test_a_seat_that_never_reported_counts_for_nobody(chain, core, epoch):
+    """Two of three seats report, disagreeing (one left 5 out): no decision, and 5 is missed by one record
+    only — the silent third seat does not count against it."""
+    run, members = epoch
+    play_round(chain, core, run, members)
+    witness_views(chain, core, run, members, [but(5), ALL_PARTICIPANTS])
+    start_pending_round(chain, run, members[0])
+    state = chain.state(run)
+    assert state["run_state"] == "RoundTrain"
+    assert chain.fails("health_check", members[0], run, check(5)) == "InvalidHealthCheck"
+
+
+def test_two_of_three_drop_a_trainer_that_did_not_deliver(chain, core, epoch):
+    """Trainer 5 delivered nothing: two seats say so (and decide the step), the third claims it holds 5's
+    result anyway. A strict majority left it out: it is dropped."""
+    run, members = epoch
+    play_round(chain, core, run, members)
+    witness_views(chain, core, run, members, [ALL_PARTICIPANTS, but(5), but(5)])
+    start_pending_round(chain, run, members[0])
+    chain.call("health_check", members[0], run, check(5))
+    assert chain.state(run)["clients"][5]["state"] == "Dropped"
 
 
 def test_health_check_only_from_round_height_two(chain, core, epoch):

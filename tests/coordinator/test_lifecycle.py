@@ -1,12 +1,15 @@
-"""A run's whole life on chain: joins, warmup, rounds with elected witnesses, epoch timeout with two flush
-rounds, cooldown, the next epoch, and Finished at total_steps — with 8 and with 32 wallets."""
+"""A run's whole life on chain: joins, warmup, rounds with seated witnesses, epoch timeout with one flush
+round, cooldown, the next epoch, and Finished at total_steps — with 8 and with 32 wallets."""
 
 from __future__ import annotations
 
 import pytest
 from support.coordinator_chain import (
+    elected,
     make_config,
     make_model,
+    make_witness,
+    open_run,
     play_round,
     start_epoch,
     start_pending_round,
@@ -38,7 +41,8 @@ def test_full_lifecycle(chain, core, clients):
     assert state["progress"]["step"] == 4 and state["run_state"] == "RoundTrain"
     assert state["epoch"]["last_step"] == 0
 
-    # the epoch timer runs out: the next round end sets last_step = step + 2 (two flush rounds)
+    # the epoch timer runs out: the next round end sets last_step = step + 1 (the round of step is a flush:
+    # it trains nothing and only attests the last trained step)
     chain.advance(config["epoch_time"])
     chain.advance(config["max_round_train_time"])
     chain.call("tick", members[0], run)  # RoundTrain timed out -> RoundWitness
@@ -47,19 +51,18 @@ def test_full_lifecycle(chain, core, clients):
     step = chain.state(run)["progress"]["step"]
     for index, wallet in enumerate(members):
         args = witness_args(chain, core, run, index, step)
-        if args:
+        if args and not chain.state(run)["seed_pending"]:
             chain.call("witness", wallet, run, args)
-    # the last elected witness ended the round: the next one starts a slot later
+    # a strict majority of seats agreeing decided the step and ended the round: the next starts a slot later
     assert start_pending_round(chain, run, members[0])
     state = chain.state(run)
-    assert state["epoch"]["last_step"] == state["progress"]["step"] + 2
-    play_round(chain, core, run, members)
+    assert state["epoch"]["last_step"] == state["progress"]["step"] + 1
     play_round(chain, core, run, members)
     state = chain.state(run)
     assert state["run_state"] == "Cooldown"
     last_round = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
     rounds_in_epoch = last_round["height"] + 1
-    assert rounds_in_epoch == 6
+    assert rounds_in_epoch == 5
 
     # cooldown ends: next epoch waits for members; points for healthy finishers; Hub checkpoint -> P2P
     chain.advance(config["cooldown_time"])
@@ -96,3 +99,31 @@ def test_every_change_bumps_the_nonce_and_nothing_else_fails_silently(chain, cor
     assert chain.fails("tick", wallet, run) == "NothingToTick"
     chain.join(wallet, run)
     assert chain.state(run)["nonce"] == nonce + 4
+
+
+def test_one_flush_round_before_total_steps(chain, core):
+    """A step trains in its round and is attested in the next. With total_steps = 4 the round of step 3
+    trains nothing: it only attests step 2 (last_step = 4 is set when step 2's round ends), and then the
+    epoch cools down at step 4 and the run finishes."""
+    config = make_config(3, total_steps=4)
+    _, run = open_run(chain, config)
+    members = [chain.wallet() for _ in range(3)]
+    start_epoch(chain, run, members, config)
+    play_round(chain, core, run, members)
+    assert chain.state(run)["epoch"]["last_step"] == 0
+    play_round(chain, core, run, members)
+    state = chain.state(run)
+    assert state["epoch"]["last_step"] == 4 and state["progress"]["step"] == 3
+    assert state["run_state"] == "RoundTrain"  # the flush round
+    step = state["progress"]["step"]
+    decided = []
+    for index, position in list(elected(chain, core, run).items())[:2]:
+        result = chain.call("witness", members[index], run, make_witness(index, position, step))
+        decided += [e for name, e in chain.idl.events_in_logs(list(result.logs()), chain.program_id)
+                    if name == "StepDecided"]  # fmt: skip
+    assert [e["step"] for e in decided] == [2]  # the last trained step
+    state = chain.state(run)
+    assert state["run_state"] == "Cooldown" and state["progress"]["step"] == config["total_steps"]
+    chain.advance(config["cooldown_time"])
+    chain.call("tick", members[0], run)
+    assert chain.state(run)["run_state"] == "Finished"

@@ -45,7 +45,7 @@ def test_exit_mid_epoch_withdraws_the_client_and_frees_its_registry_slot(chain, 
     assert registry_signers(before) == [m.pubkey() for m in members]
 
     meta = chain.call("exit_run", members[1], run)
-    assert chain.idl.events_in_logs(list(meta.logs())) == [
+    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [
         ("ClientExited", {"run": run, "signer": members[1].pubkey()})
     ]
     state = chain.state(run)
@@ -63,13 +63,19 @@ def test_exit_mid_epoch_withdraws_the_client_and_frees_its_registry_slot(chain, 
         "join_marker": 0,
     }
     assert state["registry"][3] == empty
-    clients = state["epoch"]["clients"]
+    clients = state["clients"]
     assert clients[1]["state"] == "Withdrawn" and clients[1]["exited_height"] == 1
     assert [c["registry_index"] for c in clients[:4]] == [0, NO_REGISTRY, 2, 1]
     assert state["run_state"] == "RoundTrain"
 
-    # it no longer trains from the next round, and cannot leave twice
+    # it cannot leave twice; the next round's trainers were fixed when this one started (it is among them,
+    # without a seat), and it trains no more from the round after
     assert chain.fails("exit_run", members[1], run) == "NotAClient"
+    assert state["next_mask"] == bitmap(range(4))
+    play_round(chain, core, run, members, all_elected=False)
+    state = chain.state(run)
+    assert state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["active_mask"] == bitmap(range(4))
+    assert state["next_mask"] == bitmap([0, 2, 3])
     play_round(chain, core, run, members, all_elected=False)
     state = chain.state(run)
     round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
@@ -89,7 +95,7 @@ def test_exit_in_warmup_below_min_clients_falls_back_to_waiting_for_members(chai
     chain.call("exit_run", members[0], run)
     state = chain.state(run)
     assert state["run_state"] == "WaitingForMembers"
-    assert {c["state"] for c in state["epoch"]["clients"][:2]} == {"Withdrawn"}
+    assert {c["state"] for c in state["clients"][:2]} == {"Withdrawn"}
     # the one who stayed is still pending; once the other joins again the epoch restarts
     assert pending_signers(state) == [members[1].pubkey()]
     chain.join(members[0], run)
@@ -146,6 +152,7 @@ def test_authorized_wallet_joins(chain, gated):
         "_pad": bytes(6),
         "run": run,
         "grantee": grantee.pubkey(),
+        "join_authority": join_authority.pubkey(),  # who may close it, even after the run is closed
     }
     chain.join(grantee, run, authorization=address)
     assert pending_signers(chain.state(run)) == [grantee.pubkey()]

@@ -15,7 +15,7 @@ from support.coordinator_chain import (
 )
 
 CLIENTS = 4
-CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 2
+CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 3 (quorum 2)
 
 
 def pause(chain, authority, run, paused: bool = True):
@@ -25,7 +25,7 @@ def pause(chain, authority, run, paused: bool = True):
 def phases(chain, meta) -> list[tuple[str, str]]:
     return [
         (e["from_state"], e["to_state"])
-        for name, e in chain.idl.events_in_logs(list(meta.logs()))
+        for name, e in chain.idl.events_in_logs(list(meta.logs()), chain.program_id)
         if name == "RunStateChanged"
     ]
 
@@ -59,7 +59,7 @@ def test_pause_while_training_takes_effect_after_cooldown(chain, core):
     assert state["run_state"] == "Paused" and not state["pending_pause"]
     assert state["progress"]["epoch"] == 1
     assert state["epoch"]["cold_start_epoch"]
-    assert {c["state"] for c in state["epoch"]["clients"][:CLIENTS]} == {"Withdrawn"}
+    assert {c["state"] for c in state["clients"][:CLIENTS]} == {"Withdrawn"}
     assert state["model"]["checkpoint"]["kind"] == "P2P"
     # halted: no ticks, no second pause
     assert chain.fails("tick", members[0], run) == "Halted"
@@ -97,7 +97,7 @@ def test_pause_in_warmup_is_immediate_and_withdraws_the_members(chain):
     meta = pause(chain, authority, run)
     assert phases(chain, meta) == [("Warmup", "Paused")]
     state = chain.state(run)
-    clients = state["epoch"]["clients"][:CLIENTS]
+    clients = state["clients"][:CLIENTS]
     assert {c["state"] for c in clients} == {"Withdrawn"} and {
         c["exited_height"] for c in clients
     } == {0}
@@ -160,10 +160,12 @@ def test_uninitialized_run_cannot_be_paused(chain):
 
 
 def test_finished_run_cannot_resume_or_change_but_can_close(chain, core):
-    config = make_config(2, total_steps=2)  # one round, then Finished
+    config = make_config(2, total_steps=2)  # one round and its flush round, then Finished
     authority, run = open_run(chain, config)
     members = [chain.wallet() for _ in range(2)]
     start_epoch(chain, run, members, config)
+    play_round(chain, core, run, members)
+    assert chain.state(run)["epoch"]["last_step"] == 3  # the round of step 2 only attests step 1
     play_round(chain, core, run, members)
     assert chain.state(run)["run_state"] == "Cooldown"
     chain.advance(config["cooldown_time"])
@@ -177,6 +179,12 @@ def test_finished_run_cannot_resume_or_change_but_can_close(chain, core):
     assert chain.fails("update_model", authority, run, {"model": make_model()}) == "Finished"
     assert chain.fails("tick", members[0], run) == "Halted"
     index = chain.run_index_address(b"test-run")
-    recipient = Keypair().pubkey()
-    chain.call("close_run", authority, run, run_index=index, recipient=recipient)
+    close = {"run_index": index, "recipient": Keypair().pubkey()}
+    # its finishers' points are still in the registry: nobody's are lost to a close; anyone settles them
+    assert chain.fails("close_run", authority, run, **close) == "PointsUnclaimed"
+    stranger = chain.wallet()
+    for member in members:
+        chain.settle_points(stranger, run, member.pubkey())
+    chain.call("close_run", authority, run, **close)
     assert chain.account_bytes(run) is None
+    assert {chain.points(run, m.pubkey()) for m in members} == {2}  # the Points accounts outlive the run

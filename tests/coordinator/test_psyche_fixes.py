@@ -3,9 +3,7 @@ showing on chain that the Psyche behaviour is gone."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
-import random
 
 from solders.message import Message
 from solders.pubkey import Pubkey
@@ -22,42 +20,45 @@ from support.coordinator_chain import (
 )
 
 CLIENTS = 4
-CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 2
+CONFIG = make_config(CLIENTS)  # min_clients 2, witness_nodes 3 (quorum 2)
 
 
 def test_witness_is_bound_to_its_step(chain, core):
     """Psyche's witness carried no step: a stale one counted wherever its position matched. A witness
-    replayed from the previous round is refused even at an index and position elected now."""
+    replayed from the previous round is refused even at an index and a seat held now."""
     _, run = open_run(chain, CONFIG)
     members = [chain.wallet() for _ in range(CLIENTS)]
     start_epoch(chain, run, members, CONFIG)
     old_step = chain.state(run)["progress"]["step"]
     play_round(chain, core, run, members)
-    for index, position in elected(chain, core, run).items():
+    seats = list(elected(chain, core, run).items())
+    for index, position in seats:
         stale = make_witness(index, position, old_step)
         assert chain.fails("witness", members[index], run, stale) == "WrongStep"
+    for index, position in seats[: core.quorum(CONFIG["witness_nodes"])]:
         chain.call("witness", members[index], run, make_witness(index, position, old_step + 1))
+    assert chain.state(run)["seed_pending"]  # the current step's records decided it
 
 
 def test_warmup_witness_index_must_be_the_senders_own(chain):
     """Psyche accepted any index: one client could send every warmup witness and start training early."""
-    config = make_config(CLIENTS, witness_nodes=2)
-    _, run = open_run(chain, config)
+    _, run = open_run(chain, CONFIG)
     members = [chain.wallet() for _ in range(CLIENTS)]
-    begin_warmup(chain, run, members, config)
+    begin_warmup(chain, run, members, CONFIG)
     chain.call("warmup_witness", members[0], run, {"index": 0})
     for index in (1, 2, 3):
         assert chain.fails("warmup_witness", members[0], run, {"index": index}) == "InvalidWitness"
     assert chain.state(run)["run_state"] == "Warmup"
     chain.call("warmup_witness", members[2], run, {"index": 2})
+    chain.call("warmup_witness", members[3], run, {"index": 3})
     assert start_pending_round(chain, run, members[0])
     assert chain.state(run)["run_state"] == "RoundTrain"
 
 
 def test_quorum_is_relative_to_the_configured_witness_nodes(chain, core):
     """Psyche (witness_nodes = 0) took the quorum of whoever submitted, so one witness could carry a
-    round. Here one witness of three configured ends the epoch; two (the quorum) carry the round; and
-    witness_nodes = 0 is not a valid config."""
+    round. Here one witness of three configured decides nothing and ends the epoch; two that agree (a
+    strict majority of the seats) decide the step and carry the round; witness_nodes = 0 is no config."""
     config = make_config(6)  # witness_nodes 3: quorum 2
     authority, run = open_run(chain, config)
     members = [chain.wallet() for _ in range(6)]
@@ -71,13 +72,15 @@ def test_quorum_is_relative_to_the_configured_witness_nodes(chain, core):
         chain.restore(run, snapshot)
         for index, position in chosen[:count]:
             chain.call("witness", members[index], run, make_witness(index, position, step))
-        chain.advance(config["max_round_train_time"])
-        chain.call("tick", members[0], run)
-        chain.advance(config["round_witness_time"])
-        chain.call("tick", members[0], run)
+        if not chain.state(run)["seed_pending"]:  # not decided: the round runs out its time
+            chain.advance(config["max_round_train_time"])
+            chain.call("tick", members[0], run)
+            chain.advance(config["round_witness_time"])
+            chain.call("tick", members[0], run)
         start_pending_round(chain, run, members[0])
-        outcome[count] = chain.state(run)["run_state"]
-    assert outcome == {1: "Cooldown", 2: "RoundTrain"}
+        state = chain.state(run)
+        outcome[count] = (state["run_state"], state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"])
+    assert outcome == {1: ("Cooldown", False), 2: ("RoundTrain", False)}  # a new round: nothing decided yet
 
     chain.call("set_paused", authority, run, {"paused": True})
     play_round(chain, core, run, members)
@@ -90,7 +93,9 @@ def test_quorum_is_relative_to_the_configured_witness_nodes(chain, core):
 
 
 def test_checkpoint_only_by_designated_checkpointers_with_weights_hash(chain):
-    """Psyche let any epoch member point every joiner at any repo, with no hash of the weights."""
+    """Psyche let any epoch member point every joiner at any repo, with no hash of the weights. Only a
+    designated checkpointer moves the repo here, and the weights' hash is not its to set: it is what the
+    epoch's finishers voted (test_weights_votes.py)."""
     config = make_config(2)
     authority, run = open_run(chain, config)
     members = [chain.wallet() for _ in range(2)]
@@ -107,16 +112,15 @@ def test_checkpoint_only_by_designated_checkpointers_with_weights_hash(chain):
     keeper = chain.wallet()
     checkpointers = [keeper.pubkey(), *[Pubkey.default()] * 7]
     chain.call("set_checkpointers", authority, run, {"checkpointers": checkpointers})
-    pointer["repo"] = b"cohort/llama-20m"
+    pointer["repo"] = b"cohort/llama-20m-mirror"
     chain.call("checkpoint", keeper, run, {"checkpoint": pointer})
     stored = chain.state(run)["model"]["checkpoint"]
-    assert (
-        stored["repo"].rstrip(b"\0") == b"cohort/llama-20m" and stored["weights_sha256"] == weights
-    )
+    assert stored["repo"].rstrip(b"\0") == b"cohort/llama-20m-mirror"
+    assert stored["weights_sha256"] == bytes(32) and stored["step"] == 0  # not the checkpointer's claim
 
 
 def full_run(chain):
-    config = make_config(256, min_clients=1, witness_nodes=1, global_batch_size_start=256,
+    config = make_config(256, min_clients=2, witness_nodes=3, global_batch_size_start=256,
                          global_batch_size_end=256, init_min_clients=250)  # fmt: skip
     return config, *open_run(chain, config)
 
@@ -174,9 +178,9 @@ def test_full_registry_is_pruned_of_wallets_that_left(chain):
 
 
 def test_witness_transaction_fits_in_one_packet(chain, core):
-    """Psyche's 1024-bit Bloom filters left ~160 bytes of headroom; ours are 4096 bits plus an exact
-    participant bitmap, and the whole witness transaction (even with a separate fee payer) still fits
-    in 1,232 bytes."""
+    """Psyche's 1024-bit Bloom filters left ~160 bytes of headroom; an exact participant bitmap, a results
+    root and a weights digest take less, and the whole witness transaction (even with a separate fee
+    payer) fits in 1,232 bytes with room to spare."""
     _, run = open_run(chain, CONFIG)
     members = [chain.wallet() for _ in range(CLIENTS)]
     start_epoch(chain, run, members, CONFIG)
@@ -186,22 +190,27 @@ def test_witness_transaction_fits_in_one_packet(chain, core):
     ix = chain.call_ix("witness", members[index], run, witness)
     tx = Transaction([chain.payer, members[index]], Message([ix], chain.payer.pubkey()),
                      chain.svm.latest_blockhash())  # fmt: skip
-    assert len(bytes(tx)) <= 1232
+    assert len(bytes(tx)) <= 600
     chain.call("witness", members[index], run, witness)  # and the program takes it
 
 
-def test_bloom_false_positive_rate_at_the_client_cap(core):
-    """Psyche's 1024-bit, 8-hash filter: ~31% false positives at 256 clients. Ours (the same code as the
-    program's): at most 0.1%."""
-    rng = random.Random(3)
-    bloom = ctypes.create_string_buffer(512)
-    salt = ctypes.c_uint64(rng.getrandbits(64))
-    items = [rng.randbytes(32) for _ in range(256)]
-    for item in items:
-        core.lib.coord_bloom_insert(bloom, salt, item)
-    assert all(core.lib.coord_bloom_contains(bloom, salt, item) for item in items)
-    trials = 50_000
-    false = sum(
-        core.lib.coord_bloom_contains(bloom, salt, rng.randbytes(32)) for _ in range(trials)
-    )
-    assert false / trials <= 0.001
+def test_results_are_attested_exactly(chain, core):
+    """Psyche's witnesses broadcast 1024-bit Bloom filters of the results they received: ~31% false
+    positives at 256 clients, so a result nobody held could pass. A record here names the exact results
+    list it holds (sha256 of its sorted (trainer, commitment) pairs): two records that differ in a single
+    commitment never count together, and a step is decided only when a strict majority holds one list."""
+    _, run = open_run(chain, CONFIG)
+    members = [chain.wallet() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, CONFIG)
+    step = chain.state(run)["progress"]["step"]
+    (a, pa), (b, pb), (c, pc) = elected(chain, core, run).items()
+    root = hashlib.sha256(b"one results list").digest()
+    almost = root[:-1] + bytes([root[-1] ^ 1])  # the same list but for one commitment
+    chain.call("witness", members[a], run, make_witness(a, pa, step, root=root))
+    chain.call("witness", members[b], run, make_witness(b, pb, step, root=almost))
+    state = chain.state(run)
+    assert not state["seed_pending"] and not state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"]
+    chain.call("witness", members[c], run, make_witness(c, pc, step, root=root))
+    state = chain.state(run)
+    round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+    assert round_["decided"] and round_["decided_root"] == root and round_["decided_votes"] == 2

@@ -1,4 +1,7 @@
-"""Randomized sequences of valid and invalid instructions from many wallets, with clock jumps.
+"""Randomized sequences of valid and invalid instructions from many wallets, with clock jumps: joins,
+exits, ticks, warmup witnesses, witness records (a few results roots, so steps are decided, records
+replaced and rounds time out), health checks, weights votes, points claims and settlements, equivocation
+reports (with real signed statements on chain), join authorizations, checkpoints and pauses.
 
 1. Against the host build of the core (thousands of steps): invariants after every step, and a failed
    operation never changes a byte.
@@ -9,8 +12,10 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 
+from solders.instruction import Instruction
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from support.coordinator_chain import (
@@ -22,6 +27,7 @@ from support.coordinator_chain import (
 )
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env, load_idl
+from cohort.sdk.statements import ed25519_verify_instruction, result_statement
 
 CONFIG = make_config(
     3,
@@ -32,7 +38,7 @@ CONFIG = make_config(
     epoch_time=40,
     waiting_for_members_extra_time=1,
     min_clients=2,
-    witness_nodes=2,
+    witness_nodes=3,
     global_batch_size_start=6,
     global_batch_size_end=9,
     global_batch_size_warmup_tokens=512 * 40,
@@ -41,6 +47,9 @@ CONFIG = make_config(
 NONCE_OFFSET = load_idl().offset_of("Run", "nonce")
 NODE_KEYS = 10
 ERROR_CODES = {e.name: code for code, e in load_idl().errors.items()}
+ROOTS = [bytes([r]) * 32 for r in (1, 1, 1, 2, 3)]  # mostly one root: decisions; sometimes others
+MANIFESTS = [bytes([m]) * 32 for m in (5, 5, 6)] + [bytes(32)]
+COMMITMENTS = [bytes([c]) * 32 for c in (7, 8)]
 
 
 @dataclass
@@ -54,68 +63,86 @@ class Op:
 class Generator:
     """Mostly plausible operations (elected witnesses, members' indices) mixed with wrong ones."""
 
-    def __init__(self, seed: int, wallets: int, core: CoordinatorCore) -> None:
+    def __init__(self, seed: int, twin: Twin, core: CoordinatorCore) -> None:
         self.rng = random.Random(seed)
-        self.wallets = wallets
+        self.wallets = len(twin.wallets)
+        self.wallet_keys = [w.pubkey() for w in twin.wallets]
         self.core = core
+        self.node_keys = twin.node_keys
 
     def next(self, state: dict, run_bytes: bytes) -> Op:
         rng = self.rng
         roll = rng.random()
-        members = state["epoch"]["clients"][: state["epoch"]["clients_len"]]
-        if roll < 0.25:  # 0 s: the next slot at the same unix time
+        members = state["clients"][: state["epoch"]["clients_len"]]
+        step = state["progress"]["step"]
+        if state["run_state"] in ("Cooldown", "WaitingForMembers") and members and rng.random() < 0.2:
+            roll = 0.89  # the epoch's finishers vote on its weights while they may
+        if state["run_state"] in ("RoundTrain", "RoundWitness") and members and rng.random() < 0.25:
+            roll = 0.6  # seats report (and replace) while the round lasts
+        if roll < 0.22:  # 0 s: the next slot at the same unix time
             return Op("advance", 0, advance=rng.choice([0, 0, 1, 1, 2, 3, 5, 8, 40]))
-        if roll < 0.40:
+        if roll < 0.36:
             return Op("tick", rng.randrange(self.wallets))
-        if roll < 0.55:  # usually the wallet's own node key, sometimes another's (a taken identity)
+        if roll < 0.50:  # usually the wallet's own node key, sometimes another's (a taken identity)
             wallet = rng.randrange(self.wallets)
             node = wallet if rng.random() < 0.8 else rng.randrange(NODE_KEYS)
             endpoint = rng.choice([b"", b"127.0.0.1:4433", b"x" * 160, b"127.0.0.1:4433", b"bad\x01"])
             return Op("join_run", wallet, {"node": node, "endpoint": endpoint})
-        if roll < 0.75 and members:
+        if roll < 0.70 and members:
             index = rng.randrange(len(members))
-            round_ = self.core.round_bytes(run_bytes)
-            position = self.core.witness_position(round_, index)
-            step = state["progress"]["step"] + (rng.random() < 0.1)
+            seat = self.core.witness_seat(run_bytes, index)
+            participants = rng.choice([b"\xff" * 32, bytes(32), bytes(rng.randrange(256) for _ in range(32))])
             args = {
-                "step": step,
+                "step": step + (rng.random() < 0.1),
                 "index": index,
-                "position": position
-                if position is not None and rng.random() < 0.9
-                else rng.randrange(4),
-                "participants": bytes(rng.randrange(256) for _ in range(32)),
-                "bloom_salt": rng.randrange(2**64),
-                "broadcast_bloom": rng.randbytes(512),
-                "metadata": {
-                    "loss": 2.5,
-                    "tokens_per_sec": 10.0,
-                    "bytes_sent": 1,
-                    "bytes_received": 2,
-                    "eval_loss": 2.75,
-                    "eval_tokens": 4096,
-                },
-            }
+                "position": seat if seat is not None and rng.random() < 0.9 else rng.randrange(4),
+                "participants": participants,
+                "results_root": rng.choice(ROOTS),
+                "weights_digest": rng.choice([7, 7, 8]),
+                "metadata": {"loss": 2.5, "tokens_per_sec": 10.0, "bytes_sent": 1, "bytes_received": 2,
+                             "eval_loss": 2.75, "eval_tokens": 4096},
+            }  # fmt: skip
             return Op("witness", self._member_wallet(members, index, rng), args)
-        if roll < 0.83 and members:
+        if roll < 0.77 and members:
             index = rng.randrange(len(members))
             return Op("warmup_witness", self._member_wallet(members, index, rng), {"index": index})
-        if roll < 0.87:
+        if roll < 0.80:
             return Op("exit_run", rng.randrange(self.wallets))
-        if roll < 0.90 and members:
+        if roll < 0.83 and members:
             k = rng.randrange(1, 3)
             indices = [rng.randrange(len(members)) for _ in range(k)]
             args = {"count": k, "indices": indices + [0] * (32 - k)}
             return Op(
                 "health_check", self._member_wallet(members, rng.randrange(len(members)), rng), args
             )
-        if roll < 0.925:
+        if roll < 0.85:
             return Op("claim_points", rng.randrange(self.wallets))
-        if roll < 0.935:
+        if roll < 0.87:  # anyone settles anyone's points, mostly of wallets that hold some
+            owed = [self.wallet_keys.index(e["signer"]) for e in state["registry"][: state["registry_len"]]
+                    if e["earned"] and e["signer"] in self.wallet_keys]  # fmt: skip
+            wallet = rng.choice(owed) if owed and rng.random() < 0.8 else rng.randrange(self.wallets)
+            return Op("settle_points", rng.randrange(self.wallets), {"wallet": wallet})
+        if roll < 0.90 and members:
+            index = rng.randrange(len(members))
+            args = {"index": index, "step": step - (rng.random() < 0.1), "manifest": rng.choice(MANIFESTS)}
+            return Op("vote_weights", self._member_wallet(members, index, rng), args)
+        if roll < 0.915 and members:
+            index = rng.randrange(len(members) + (rng.random() < 0.1))
+            accused = members[min(index, len(members) - 1)]["p2p_identity"]
+            own = next((k for k, key in enumerate(self.node_keys) if key.pubkey() == accused), 0)
+            key = own if rng.random() < 0.8 else rng.randrange(NODE_KEYS)
+            second = rng.choice(COMMITMENTS) if rng.random() < 0.2 else COMMITMENTS[1]
+            return Op("report_equivocation", rng.randrange(self.wallets), {
+                "index": index, "step": step - rng.choice([0, 1, 1, 1, 5]), "key": key,
+                "first": {"batch_start": 0, "batch_end": 3, "commitment": COMMITMENTS[0]},
+                "second": {"batch_start": 0, "batch_end": 3, "commitment": second}})  # fmt: skip
+        if roll < 0.925:
             kind = rng.choice(["grant", "revoke", "close_join_authorization"])
             return Op(kind, -1, {"wallet": rng.randrange(self.wallets)})
-        if roll < 0.96:
-            checkpoint = {"kind": rng.choice(["Hub", "Gcs", "P2P"]), "step": state["progress"]["step"],
-                          "repo": b"org/model", "revision": b"", "weights_sha256": rng.randbytes(32)}  # fmt: skip
+        if roll < 0.97 or (roll < 0.995 and not state["pending_pause"]):  # pauses are rare: rounds run
+            checkpoint = {"kind": rng.choice(["Hub", "Gcs", "P2P"]), "step": step,
+                          "repo": rng.choice([b"org/model", b"org/mirror"]), "revision": b"",
+                          "weights_sha256": rng.randbytes(32)}  # fmt: skip
             return Op("checkpoint", rng.choice([0, -2]), {"checkpoint": checkpoint})
         return Op("set_paused", -1, {"paused": rng.random() < 0.5})
 
@@ -144,8 +171,8 @@ class Twin:
             return self.checkpointer
         if op.signer == -3:
             return self.outsider
-        if op.name in ("witness", "warmup_witness", "health_check"):
-            member = state["epoch"]["clients"][op.signer]["signer"]
+        if op.name in ("witness", "warmup_witness", "health_check", "vote_weights"):
+            member = state["clients"][op.signer]["signer"]
             return next((w for w in self.wallets if w.pubkey() == member), self.outsider)
         return self.wallets[op.signer]
 
@@ -155,7 +182,14 @@ def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: 
     whose only effect on the run is withdrawing a pending join). Bumps the nonce where the program does."""
     if op.name in ("grant", "revoke", "close_join_authorization"):
         return authorization_apply(core, run, op, twin)
-    earned = registry_earned(core, run, signer)
+    if op.name == "report_equivocation":
+        code = equivocation_apply(core, run, env, op, twin)
+        if code == 0:
+            bump_nonce(run)
+        return code
+    owner = twin.wallets[op.args["wallet"]].pubkey() if op.name == "settle_points" else signer
+    owner_index = op.args["wallet"] if op.name == "settle_points" else op.signer
+    earned = registry_earned(core, run, owner)
     calls = {
         "tick": lambda: core.tick(run, env),
         "join_run": lambda: core.join(
@@ -163,6 +197,8 @@ def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: 
         ),
         "exit_run": lambda: core.exit(run, env, signer),
         "claim_points": lambda: core.claim_points(run, signer),
+        "settle_points": lambda: core.settle_points(run, owner),
+        "vote_weights": lambda: core.vote_weights(run, env, signer, op.args),
         "witness": lambda: core.witness(run, env, signer, op.args),
         "warmup_witness": lambda: core.warmup_witness(run, env, signer, op.args.get("index", 0)),
         "health_check": lambda: core.health_check(run, env, signer, op.args),
@@ -172,9 +208,25 @@ def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: 
     code = calls[op.name]()
     if code == 0:
         bump_nonce(run)
-        if op.name in ("exit_run", "claim_points") and earned:
-            twin.claimed[op.signer] = twin.claimed.get(op.signer, 0) + earned
+        if op.name in ("exit_run", "claim_points", "settle_points") and earned:
+            twin.claimed[owner_index] = twin.claimed.get(owner_index, 0) + earned
     return code
+
+
+def equivocation_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, twin: Twin) -> int:
+    """The program's checks of report_equivocation, in its order (the signed statements are real on chain:
+    the accused's node key, or another's), then the core's conviction."""
+    state = core.idl.decode_account("Run", core.idl.accounts["Run"] + bytes(run))
+    a = op.args
+    if a["index"] >= state["epoch"]["clients_len"]:
+        return ERROR_CODES["NotInEpoch"]
+    if not state["epoch"]["start_step"] <= a["step"] <= state["progress"]["step"]:
+        return ERROR_CODES["WrongStep"]
+    if a["first"]["commitment"] == a["second"]["commitment"]:
+        return ERROR_CODES["EquivocationNotProven"]
+    if twin.node_keys[a["key"]].pubkey() != state["clients"][a["index"]]["p2p_identity"]:
+        return ERROR_CODES["EquivocationNotProven"]
+    return core.convict(run, env, a["index"], 0, a["step"])
 
 
 def bump_nonce(run: bytearray) -> None:
@@ -214,6 +266,20 @@ def chain_apply(chain: Chain, run: Pubkey, op: Op, signer: Keypair, twin: Twin):
     if op.name == "join_run":
         node_key = twin.node_keys[op.args["node"]]
         return chain.join(signer, run, node_key, endpoint=op.args["endpoint"])
+    if op.name == "settle_points":
+        return chain.settle_points(signer, run, twin.wallets[op.args["wallet"]].pubkey())
+    if op.name == "report_equivocation":
+        a = op.args
+        key = twin.node_keys[a["key"]]
+
+        def proof(statement: dict) -> Instruction:
+            message = result_statement(chain.idl, run, a["step"], (statement["batch_start"], statement["batch_end"]),
+                                       statement["commitment"])  # fmt: skip
+            return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
+
+        args = {k: a[k] for k in ("index", "step", "first", "second")}
+        report = chain.call_ix("report_equivocation", signer, run, args)
+        return chain.send([proof(a["first"]), proof(a["second"]), report], [signer])
     if op.name in ("grant", "revoke", "close_join_authorization"):
         grantee = twin.wallets[op.args["wallet"]].pubkey()
         accounts = {"join_authority": twin.authority.pubkey(), "run": run,
@@ -233,19 +299,29 @@ def check_invariants(state: dict, previous: dict | None) -> None:
     assert epoch["clients_len"] <= config["global_batch_size_start"]
     registry = [e["signer"] for e in state["registry"][: state["registry_len"]]]
     assert len(set(registry)) == len(registry), "a wallet is registered twice"
-    members = epoch["clients"][: epoch["clients_len"]]
+    members = state["clients"][: epoch["clients_len"]]
     assert len({c["signer"] for c in members}) == len(members), "a wallet is in the epoch twice"
     pending = sum(
         e["join_marker"] == state["next_active"] for e in state["registry"][: state["registry_len"]]
     )
     assert pending <= config["global_batch_size_start"]
-    for round_ in epoch["rounds"]:
+    quorum = config["witness_nodes"] // 2 + 1
+    for slot, round_ in enumerate(epoch["rounds"]):
         mask = int.from_bytes(round_["active_mask"], "little")
         assert bin(mask).count("1") == round_["active_count"]
         assert mask >> epoch["clients_len"] == 0, "an active bit beyond the epoch's clients"
-        indices = [w["index"] for w in round_["witnesses"][: round_["witnesses_len"]]]
-        assert len(set(indices)) == len(indices), "a client witnessed twice in one round"
-        assert round_["witnesses_len"] <= 32
+        records = state["witnesses"][slot]["records"][: round_["witnesses_len"]]
+        indices = [w["index"] for w in records]
+        assert len(set(indices)) == len(indices), "a client has two records in one round"
+        assert round_["witnesses_len"] <= config["witness_nodes"], "more records than seats"
+        witnessed = int.from_bytes(round_["witnessed_mask"], "little")
+        assert witnessed == sum(1 << i for i in indices), "witnessed_mask is not the records' indices"
+        if round_["decided"]:  # the deciding majority, and nothing changed the records since
+            behind = sum(w["results_root"] == round_["decided_root"] for w in records)
+            assert behind == round_["decided_votes"] >= quorum
+        if round_["digest_votes"]:
+            behind = sum(w["weights_digest"] == round_["weights_digest"] for w in records)
+            assert behind == round_["digest_votes"] >= quorum
     for c in members:
         if c["state"] != "Healthy":
             assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256
@@ -279,7 +355,7 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
     run = _setup(chain, twin)
     _play_an_epoch(chain, core, run, twin)
     host = bytearray(chain.run_bytes(run)[8:])
-    generator = Generator(seed=1, wallets=9, core=core)
+    generator = Generator(seed=1, twin=twin, core=core)
     now, slot = chain.now, chain.slot
     previous = None
     successes = 0
@@ -294,8 +370,9 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
             now += op.advance
             slot += op.advance * 5 // 2 + 1
             continue
+        # SlotHashes keeps 512 blocks: a frozen slot older than that is no longer proven (inputs re-freeze)
         slot_hash = slot.to_bytes(8, "little") * 4
-        env = Env(now, slot_hash, run, slot, ((slot - 1, slot_hash),))
+        env = Env(now, slot_hash, run, slot, ((slot - 1, slot_hash), (max(slot - 512, 0), bytes(32))))
         before = bytes(host)
         code = host_apply(core, host, env, op, twin.signer(op, state).pubkey(), twin)
         core.take_events()
@@ -314,11 +391,12 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
     run = _setup(chain, twin)
     _play_an_epoch(chain, core, run, twin)
     host = bytearray(chain.run_bytes(run)[8:])
-    generator = Generator(seed=2, wallets=7, core=core)
+    generator = Generator(seed=2, twin=twin, core=core)
     codes = set()
     states = set()
     successes = 0
-    for i in range(500):
+    done: Counter[str] = Counter()  # successful operations, and the events they logged
+    for i in range(700):
         state = chain.state(run)
         states.add(state["run_state"])
         op = generator.next(state, bytes(host))
@@ -330,13 +408,14 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         host_events = core.take_events()
         try:
             result = chain_apply(chain, run, op, signer, twin)
-            chain_code, chain_events = 0, chain.idl.events_in_logs(list(result.logs()))
+            chain_code, chain_events = 0, chain.idl.events_in_logs(list(result.logs()), chain.program_id)
         except ProgramFailed as e:
             chain_code, chain_events = e.code, []
         # the program moves points into Points accounts (the core only hands them out)
         chain_events = [e for e in chain_events if e[0] != "PointsClaimed"]
-        if op.signer >= 0 and op.name in ("exit_run", "claim_points"):
-            assert (chain.points(run, signer.pubkey()) or 0) == twin.claimed.get(op.signer, 0)
+        if op.signer >= 0 and op.name in ("exit_run", "claim_points", "settle_points"):
+            owner = op.args["wallet"] if op.name == "settle_points" else op.signer
+            assert (chain.points(run, twin.wallets[owner].pubkey()) or 0) == twin.claimed.get(owner, 0)
         assert chain_code == host_code, (
             f"step {i}: {op.name}: chain {chain_code} != host {host_code}"
         )
@@ -345,8 +424,16 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         assert chain.run_bytes(run)[8:] == bytes(host), f"step {i}: {op.name}: state differs"
         codes.add(host_code)
         successes += host_code == 0
+        if host_code == 0:
+            done.update([op.name, *(name for name, _ in host_events)])
+            round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+            if op.name == "witness" and round_["witnessed_mask"][op.args["index"] // 8] >> (op.args["index"] % 8) & 1:
+                done["replaced"] += 1
     assert sum(twin.claimed.values()) > 0, "no points were ever claimed"
     assert successes > 50 and len(codes) >= 5, (
         f"the generator exercised too little: {sorted(codes)}"
     )
+    exercised = {"witness", "replaced", "vote_weights", "settle_points", "report_equivocation", "StepDecided",
+                 "ClientConvicted", "CheckpointUpdated"}  # fmt: skip
+    assert all(done[name] for name in exercised), f"never exercised: {[n for n in exercised if not done[n]]}"
     assert {"Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states

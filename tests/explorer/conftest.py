@@ -20,9 +20,9 @@ from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore, load_idl
 from cohort.sdk.deploy import deploy_program
 from cohort.sdk.rpc import Rpc
-from cohort.sdk.run_config import RunFile, load_run_file
+from cohort.sdk.run_config import RunFile, load_run_file, packaged_config
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example-run.toml"
+EXAMPLE = packaged_config("example-run.toml")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "explorer"
 
 
@@ -80,7 +80,7 @@ class Chain:
                 continue
             tx = await self.rpc.raw_request("getTransaction", [s["signature"], {"encoding": "json"}])
             logs = tx["meta"]["logMessages"] or []
-            out += [(s["signature"], name) for name, _ in self.core.idl.events_in_logs(logs)]
+            out += [(s["signature"], name) for name, _ in self.core.idl.events_in_logs(logs, program)]
         return out
 
 

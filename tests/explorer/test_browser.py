@@ -81,10 +81,10 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
             await page.goto(ex.url + "/runs/watched")
             await page.wait_for_selector("body[data-loaded]")
             assert (await page.locator("#phase").inner_text()).startswith("RoundTrain")
-            assert await page.locator("#loss-chart").get_attribute("data-points") == "3"
+            assert await page.locator("#loss-chart").get_attribute("data-points") == "2"
             assert await page.locator("#clients tbody tr").count() == 3
             roles = await page.locator("#clients tbody tr td:last-child").all_inner_texts()
-            assert sum(r.startswith("witness") for r in roles) == 2
+            assert sum(r.startswith("witness") for r in roles) == 3  # three seats, three clients
             assert await page.locator("#transactions tbody tr").count() > 0
             href = await page.locator("#transactions a").first.get_attribute("href")
             assert href.startswith("https://explorer.solana.com/tx/") and "cluster=custom" in href
@@ -95,11 +95,11 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
             started = time.monotonic()
             await submit_witnesses(chain.client, run, members, chain.metrics)
             await page.wait_for_function(
-                "document.getElementById('loss-chart').dataset.points === '4'", timeout=10_000
+                "document.getElementById('loss-chart').dataset.points === '3'", timeout=10_000
             )
             live_seconds = time.monotonic() - started
             assert await page.evaluate("window.__same_page === true"), "the page was reloaded"
-            assert (await page.locator("#rounds tbody tr").first.inner_text()).startswith("4")
+            assert (await page.locator("#rounds tbody tr").first.inner_text()).startswith("3")
             await page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
             await page.screenshot(path=str(ARTIFACTS / "run-top.png"))  # the README's picture
             assert live_seconds < 10

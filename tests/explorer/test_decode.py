@@ -1,5 +1,6 @@
 """Unit tests of the pure parts: which log lines count as the coordinator's events, what a transaction
-decodes to, JSON conversion of decoded values, and which strings may become links."""
+decodes to, JSON conversion of decoded values, which strings may become links, and how replaced witness
+records are stored."""
 
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ from solders.pubkey import Pubkey
 from solders.transaction import Transaction
 
 from cohort.sdk.coordinator_core import load_idl
-from cohort.sdk.explorer.decode import decode_transaction, jsonable, program_events
+from cohort.sdk.explorer.decode import (
+    DecodedEvent,
+    DecodedTransaction,
+    decode_transaction,
+    jsonable,
+)
 from cohort.sdk.explorer.links import checkpoint_url, cluster_query, safe_http_url
+from cohort.sdk.explorer.store import Store
 
 IDL = load_idl()
 PROGRAM = str(Pubkey.new_unique())
@@ -48,7 +55,7 @@ def test_only_the_programs_own_data_lines_are_events():
         run_updated(run, 4),  # another top-level program
         f"Program {OTHER} success",
     ]
-    events = program_events(IDL, PROGRAM, logs)
+    events = IDL.events_in_logs(logs, PROGRAM)
     assert [(name, value["what"]) for name, value in events] == [("RunUpdated", 1), ("RunUpdated", 3)]
 
 
@@ -100,6 +107,9 @@ def test_decoded_values_become_json():
              "blob": b"\xff\xfe", "seed": 2**63, "n": 5, "nested": [{"x": b"a\0"}]}  # fmt: skip
     assert jsonable(value) == {"run": str(key), "name": "hello", "weights_sha256": "ab" * 32,
                                "blob": "fffe", "seed": str(2**63), "n": 5, "nested": [{"x": "a"}]}  # fmt: skip
+    # digests are hex even when their bytes happen to be printable
+    digests = {"results_root": b"ab" * 16, "manifest": b"cd" * 16, "commitment": b"ef" * 16, "weights_vote": b"gh" * 16}
+    assert jsonable(digests) == {k: v.hex() for k, v in digests.items()}
 
 
 def test_only_http_urls_become_links():
@@ -134,3 +144,18 @@ def test_the_explorer_never_imports_the_training_stack():
             "print(sorted({'torch', 'transformers', 'iroh'} & set(sys.modules)))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_replaced_witness_record_is_one_witness_of_its_step(tmp_path):
+    """A witness may replace its record until the step is decided: the explorer keeps its latest metrics."""
+    run = str(Pubkey.new_unique())
+
+    def witnessed(signature: str, index: int, loss: float) -> DecodedTransaction:
+        data = {"run": run, "signer": "w", "step": 7, "index": index, "metadata": {"loss": loss}}
+        return DecodedTransaction(signature, 1, None, None, (), (DecodedEvent(0, "WitnessSubmitted", run, data),))
+
+    store = Store(tmp_path / "x.sqlite")
+    for signature, index, loss in (("a", 0, 3.0), ("b", 1, 2.0), ("c", 0, 1.0)):
+        store.add_transaction(PROGRAM, witnessed(signature, index, loss))
+    assert [(r["client_index"], r["loss"]) for r in store.recent_rounds(run)] == [(1, 2.0), (0, 1.0)]
+    store.close()

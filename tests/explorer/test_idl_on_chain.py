@@ -1,6 +1,6 @@
 """The coordinator answers Anchor's IDL instructions: `cohort idl publish|fetch` on a real localnet, the
 program's checks (only the upgrade authority creates it, only its authority writes, at the derived
-address), and the real @coral-xyz/anchor npm package: Program.fetchIdl returns our IDL and its coder decodes
+address, even when a stranger funded that address first), and the real @coral-xyz/anchor npm package: Program.fetchIdl returns our IDL and its coder decodes
 a Run account and a witness instruction."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from solders.system_program import TransferParams, transfer
 from solders.transaction import VersionedTransaction
 
 from cohort.sdk import idl_account
@@ -116,6 +117,32 @@ async def test_the_program_checks_who_creates_and_writes(chain):
     assert await refused(closer, stranger) == "Unauthorized"
     await chain.rpc.send([idl_account.close_instruction(chain.authority.pubkey(), program, chain.authority.pubkey())], chain.authority)
     assert await idl_account.fetch(chain.rpc, program) is None
+
+
+async def test_a_pre_funded_idl_address_is_taken_over(chain):
+    """Anyone may send lamports to any address, so a stranger could fund the IDL address before it exists
+    and CreateAccountWithSeed would then refuse it forever. Create takes over a funded, empty,
+    system-owned address instead: the rent shortfall is transferred (or nothing, when the gift covers it)
+    and the space allocated and assigned to the program."""
+    program = chain.program_id
+    address = idl_account.idl_address(program)
+    mallory = Keypair()
+    await chain.rpc.airdrop(mallory.pubkey(), 20 * 10**9)
+    for gift in (1_000_000, 10 * 10**9):  # a system account's minimum, under the IDL's rent; then far more
+        await chain.rpc.send([transfer(TransferParams(from_pubkey=mallory.pubkey(), to_pubkey=address,
+                                                      lamports=gift))], mallory)  # fmt: skip
+        assert await idl_account.fetch(chain.rpc, program) is None  # funded, still empty and system-owned
+        done = await idl_account.publish(chain.rpc, chain.authority, program, chain.core.idl.raw)
+        assert not done.unchanged and done.writes >= 1
+        found = await idl_account.fetch(chain.rpc, program)
+        assert found.authority == chain.authority.pubkey()
+        assert found.idl() == dict(chain.core.idl.raw, address=str(program))
+        owner, data = await chain.rpc.account_owner_and_data(address)
+        rent = (await chain.rpc.raw_request("getMinimumBalanceForRentExemption", [len(data)]))
+        assert owner == program and await chain.rpc.balance(address) == max(rent, gift)
+        await chain.rpc.send([idl_account.close_instruction(chain.authority.pubkey(), program,
+                                                            chain.authority.pubkey())], chain.authority)  # fmt: skip
+        assert await idl_account.fetch(chain.rpc, program) is None
 
 
 def _anchor_packages() -> Path:

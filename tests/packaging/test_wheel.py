@@ -154,8 +154,9 @@ def test_localnet_deploy_create_status_close_from_the_wheel_alone(installed, tmp
                 if "JSON-RPC http://" in line:
                     url = line.split("JSON-RPC ")[1].split()[0]
         assert url, log.read_text()
-        config = tmp_path / "run.toml"
-        shutil.copy(ROOT / "configs" / "example-run.toml", config)
+        config = tmp_path / "run.toml"  # the documented example ships in the wheel: no checkout needed
+        config.write_text(cohort(env, "run", "example").stdout)
+        assert "[model.optimizer]" in config.read_text() and "[config]" in cohort(env, "run", "example", "--demo").stdout
         at = ("--cluster", url)
         cohort(env, "wallet", "new")
         cohort(env, "wallet", "airdrop", "100", *at)

@@ -24,9 +24,10 @@ from cohort.localnet.server import Localnet
 from cohort.sbf import build
 from cohort.sdk.cli import cli
 from cohort.sdk.coordinator_core import CoordinatorCore, load_idl
+from cohort.sdk.run_config import packaged_config
 from cohort.sdk.wallet import save_keypair
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "configs" / "example-run.toml"
+EXAMPLE = packaged_config("example-run.toml")
 
 
 class LocalnetThread:

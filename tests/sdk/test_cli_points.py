@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from solders.keypair import Keypair
+from solders.pubkey import Pubkey
 from support.scripted_run import play_epoch
 
 from cohort.sdk.client import RunClient
@@ -48,3 +49,21 @@ def test_points_after_an_epoch_and_an_exit(workspace, helpers, core, tmp_path: P
     table = ws.cli("run", "points", "points-run")
     assert table.exit_code == 0 and "unclaimed" in table.output
     assert "not a base58 address" in helpers.one_error_line(ws.cli("run", "points", "points-run", "nope"))
+
+    # closing the run settles what nobody claimed into the wallets' Points accounts first: nobody loses any
+    async def points_accounts(address: Pubkey | None) -> tuple[Pubkey, dict[str, int]]:
+        async with Rpc(ws.localnet.net.http_url, idl=core.idl) as rpc:
+            client = RunClient(rpc, ws.program_id, idl=core.idl)
+            address = address or await client.resolve("points-run")
+            out = {}
+            for m in members:
+                data = await rpc.account_data(client.points_address(address, m.pubkey()))
+                out[str(m.pubkey())] = core.idl.decode_account("Points", data)["points"] if data else 0
+            return address, out
+
+    address, before = asyncio.run(points_accounts(None))
+    assert before[str(members[1].pubkey())] == 0
+    assert ws.cli("run", "pause", "points-run").exit_code == 0
+    result = ws.cli("run", "close", "points-run")
+    assert result.exit_code == 0, result.output
+    assert asyncio.run(points_accounts(address))[1] == {w: r["total"] for w, r in by_wallet.items()}

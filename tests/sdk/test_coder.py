@@ -90,9 +90,10 @@ def test_instructions_events_and_errors():
     event = b"\x07" * 8 + idl.encode("string", "done")
     import base64
 
-    logs = ["Program log: not an event", "Program data: " + base64.b64encode(event).decode(),
-            "Program data: !!notbase64", "Program data: " + base64.b64encode(b"short").decode()]  # fmt: skip
-    assert idl.events_in_logs(logs) == [("Happened", {"what": "done"})]
+    logs = [f"Program {ADDRESS} invoke [1]", "Program log: not an event",
+            "Program data: " + base64.b64encode(event).decode(), "Program data: !!notbase64",
+            "Program data: " + base64.b64encode(b"short").decode(), f"Program {ADDRESS} success"]  # fmt: skip
+    assert idl.events_in_logs(logs, ADDRESS) == [("Happened", {"what": "done"})]
     assert idl.error(6000).name == "Bad" and idl.error(6001) is None
 
 
@@ -160,16 +161,22 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
             and intervals[-1][1] == round_.data_index + round_.batch_size
         )
         assert all(a[1] == b[0] for a, b in itertools.pairwise(intervals))
-        # elected witnesses submit; the positions the program stored are the core's
-        for index, position in elected.items():
+        # seated witnesses submit one results root; the seats the program stored are the core's, and a
+        # strict majority of them decides the step
+        quorum = dict(list(elected.items())[: core.quorum(run.config.witness_nodes)])
+        for index, position in quorum.items():
             args = {"step": run.progress.step, "index": index, "position": position,
-                    "participants": round_.active_mask, "bloom_salt": 3, "broadcast_bloom": bytes(512),
+                    "participants": round_.active_mask, "results_root": bytes([3]) * 32, "weights_digest": 9,
                     "metadata": {"loss": 2.5, "tokens_per_sec": 1.0, "bytes_sent": 1, "bytes_received": 2, "eval_loss": 2.0, "eval_tokens": 64}}  # fmt: skip
             await client.witness(by_signer[run.clients[index].signer], "decoded", args)
         run = await client.fetch_run("decoded")
-        # the last elected witness ended the round: its inputs froze, its seed waits for that slot's hash
+        # the decision ended the round: its inputs froze, the next round waits for that slot's hash
         assert run.state == RunState.RoundWitness and run.seed_pending
-        assert dict(run.rounds[0].witnesses) == elected
+        decided = run.rounds[0]
+        assert dict(decided.witnesses) == quorum and decided.witnesses_len == len(quorum)
+        assert decided.decided and decided.decided_root == bytes([3]) * 32
+        assert (decided.weights_digest, decided.digest_votes) == (9, len(quorum))
+        assert all(r.results_root == bytes([3]) * 32 and r.saw(r.index) for r in decided.records)
         # "what would a tick do now", asked of the host core, is what the chain then does
         forecast = forecast_tick(core, run, await rpc.unix_time())
         assert forecast.next_state == RunState.RoundTrain

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from solders.keypair import Keypair
 from support.scripted_run import play_epoch
 
@@ -14,12 +15,12 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file
 
 
-async def collect(client: RunClient, run_id: str, until, timeout: float = 20) -> list:
+async def collect(client: RunClient, run_id: str, until, timeout: float = 20, hot: bool = False) -> list:
     """States from watch until `until(state)` holds."""
     seen = []
 
     async def follow() -> None:
-        async for state in client.watch(run_id, poll_interval=0.05):
+        async for state in client.watch(run_id, poll_interval=0.05, hot=hot):
             seen.append(state)
             if until(state):
                 return
@@ -36,10 +37,13 @@ def phases(states) -> list[RunState]:
     return out
 
 
+@pytest.mark.parametrize("hot", [False, True])
 async def test_watch_yields_each_phase_change_of_a_scripted_epoch(
-    workspace, helpers, core, tmp_path
+    workspace, helpers, core, tmp_path, hot
 ):
-    run_file = load_run_file(helpers.config_copy(tmp_path, "watched"), core)
+    """With hot=True only the hot prefix arrives while rounds run (witness records are then left out)."""
+    run_id = f"watched-{'hot' if hot else 'full'}"
+    run_file = load_run_file(helpers.config_copy(tmp_path, run_id), core)
     authority = workspace.wallet
     net = workspace.localnet.net
     async with Rpc(net.http_url, idl=core.idl) as rpc:
@@ -48,14 +52,19 @@ async def test_watch_yields_each_phase_change_of_a_scripted_epoch(
         members = [Keypair() for _ in range(run_file.config.init_min_clients)]
         for m in members:
             await rpc.airdrop(m.pubkey(), 10**9)
-        watcher = asyncio.create_task(collect(client, "watched", lambda s: s.progress.epoch == 1))
+        watcher = asyncio.create_task(collect(client, run_id, lambda s: s.progress.epoch == 1, hot=hot))
         await asyncio.sleep(0.3)  # subscribed before the script starts
-        played = await play_epoch(client, "watched", members)
+        played = await play_epoch(client, run_id, members)
         states = await watcher
-    # the last witness of the epoch's last round takes it from RoundTrain to Cooldown in one instruction
-    expected = [RunState.WaitingForMembers, RunState.Warmup] + [RunState.RoundTrain, RunState.RoundWitness] * 2 + [RunState.RoundTrain, RunState.Cooldown, RunState.WaitingForMembers]  # fmt: skip
+    # the first round's decision passes RoundWitness (its seed pending); the deciding witness of the flush
+    # round takes it from RoundTrain to Cooldown in one instruction
+    expected = [RunState.WaitingForMembers, RunState.Warmup, RunState.RoundTrain, RunState.RoundWitness,
+                RunState.RoundTrain, RunState.Cooldown, RunState.WaitingForMembers]  # fmt: skip
     assert played == expected
     assert phases(states) == expected
+    in_rounds = (RunState.RoundTrain, RunState.RoundWitness)
+    assert all(s.fresh_records for s in states if s.state not in in_rounds)  # other phases: full reads
+    assert any(not s.fresh_records for s in states if s.state in in_rounds) == hot
     nonces = [s.nonce for s in states]
     assert nonces == sorted(set(nonces)), "stale or repeated updates were yielded"
 

@@ -23,7 +23,7 @@ from solders.transaction_metadata import FailedTransactionMetadata, TransactionM
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env
 from cohort.sdk.idl import Idl
-from cohort.sdk.join_proof import ed25519_instruction, join_proof_message
+from cohort.sdk.statements import ed25519_instruction, join_proof_message
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 SLOT_HASHES_MAX = 512  # entries the SlotHashes sysvar keeps
@@ -50,8 +50,8 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
     config.update(
         total_steps=1000,
         init_min_clients=clients,
-        min_clients=max(1, clients // 2),
-        witness_nodes=min(max(1, clients // 2), 8),
+        min_clients=max(2, clients // 2) if clients >= 3 else 1,
+        witness_nodes=3 if clients >= 3 else 1,
         global_batch_size_start=max(clients, 8),
         global_batch_size_end=max(2 * clients, 16),
         join_policy="Open",
@@ -167,7 +167,8 @@ class Chain:
     def call(
         self, name: str, signer: Keypair, run: Pubkey, args: dict | None = None, **accounts: Pubkey
     ):
-        """An instruction whose signer account is `user` or `authority` and whose run is `run`."""
+        """An instruction whose signer account (`user`, `authority`, `payer` or `wallet`) is `signer` and
+        whose run is `run`."""
         return self.send([self.call_ix(name, signer, run, args, **accounts)], [signer])
 
     def call_ix(
@@ -175,11 +176,13 @@ class Chain:
     ) -> Instruction:
         names = [a["name"] for a in self.idl.instructions[name]["accounts"]]
         keys = {"run": run, **accounts}
-        for role in ("user", "authority"):
+        for role in ("user", "authority", "payer", "wallet"):
             if role in names:
                 keys[role] = signer.pubkey()
         if "points" in names and "points" not in keys:
             keys["points"] = self.points_address(run, signer.pubkey())
+        if "endpoint" in names and "endpoint" not in keys:
+            keys["endpoint"] = self.endpoint_address(run, signer.pubkey())
         return self.ix(name, keys, args)
 
     def fails(
@@ -219,6 +222,13 @@ class Chain:
 
     def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
         return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
+
+    def endpoint_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([b"endpoint", bytes(run), bytes(wallet)], self.program_id)[0]
+
+    def settle_points(self, payer: Keypair, run: Pubkey, wallet: Pubkey) -> TransactionMetadata:
+        """settle_points of `wallet`'s unclaimed points, sent and paid for by `payer` (anyone)."""
+        return self.call("settle_points", payer, run, {"wallet": wallet}, points=self.points_address(run, wallet))
 
     def points(self, run: Pubkey, wallet: Pubkey) -> int | None:
         """Claimed points in the wallet's Points account (None: no account)."""
@@ -296,7 +306,8 @@ class Chain:
     ) -> list[Instruction]:
         """The node key's Ed25519 proof of possession, then join_run (a fresh node key unless given)."""
         node_key = node_key or Keypair()
-        proof = ed25519_instruction(node_key, join_proof_message(self.idl, run, wallet.pubkey()))
+        marker = self.state(run)["next_active"]
+        proof = ed25519_instruction(node_key, join_proof_message(self.idl, run, wallet.pubkey(), marker))
         args = {"p2p_identity": node_key.pubkey(), "endpoint": endpoint}
         join = self.call_ix("join_run", wallet, run, args, authorization=authorization or run)
         return [proof, join]
@@ -329,27 +340,48 @@ def bitmap(indices: Sequence[int]) -> bytes:
     return bytes(out)
 
 
+LCG_A, LCG_C = 6364136223846793005, 1442695040888963407  # Psyche's LCG
+
+
+def witness_order(seed: int, mask: bytes) -> list[int]:
+    """The witness order of a round with this seed and these trainers, written out independently of the C
+    code: a Fisher-Yates shuffle of the trainers (in index order) driven by the LCG, seeded by the first 8
+    bytes of sha256(seed_le || "witness")."""
+    out = [i for i in range(256) if mask[i // 8] >> (i % 8) & 1]
+    state = int.from_bytes(hashlib.sha256(struct.pack("<Q", seed) + b"witness").digest()[:8], "little")
+    for i in range(len(out), 1, -1):
+        state = (state * LCG_A + LCG_C) % 2**64
+        j = state % i
+        out[i - 1], out[j] = out[j], out[i - 1]
+    return out
+
+
 def elected(chain: Chain, core: CoordinatorCore, run: Pubkey) -> dict[int, int]:
-    """Epoch index -> witness position of this round's elected witnesses, in position order: positions
-    below witness_nodes, plus one more for each of the round's trainers no longer healthy."""
+    """Epoch index -> seat (witness position) of this round's seated witnesses, in position order: the
+    first witness_nodes positions of the round's witness order whose client is healthy or has witnessed."""
     data = chain.run_bytes(run)[8:]
-    round_ = core.round_bytes(data)
-    slots = core.witness_slots(data)
-    positions = {i: core.witness_position(round_, i) for i in range(256)}
-    chosen = {i: p for i, p in positions.items() if p is not None and p < slots}
+    seats = {i: core.witness_seat(data, i) for i in range(chain.state(run)["epoch"]["clients_len"])}
+    chosen = {i: p for i, p in seats.items() if p is not None}
     return dict(sorted(chosen.items(), key=lambda item: item[1]))
 
 
+def results_root(participants: bytes) -> bytes:
+    """The results root a witness holding `participants`' results reports in these tests: witnesses that
+    hold the same results agree, and any difference in what they hold is another root."""
+    return hashlib.sha256(b"results" + participants).digest()
+
+
 def make_witness(
-    index: int, position: int, step: int, participants: bytes = ALL_PARTICIPANTS, salt: int = 7
-) -> dict[str, Any]:
+    index: int, position: int, step: int, participants: bytes = ALL_PARTICIPANTS, root: bytes | None = None,
+    digest: int = 7,
+) -> dict[str, Any]:  # fmt: skip
     return {
         "step": step,
         "index": index,
         "position": position,
         "participants": participants,
-        "bloom_salt": salt,
-        "broadcast_bloom": b"\x01" * 512,
+        "results_root": results_root(participants) if root is None else root,
+        "weights_digest": digest,
         "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20,
                      "eval_loss": 0.0, "eval_tokens": 0},
     }
@@ -358,7 +390,7 @@ def make_witness(
 def witness_args(
     chain: Chain, core: CoordinatorCore, run: Pubkey, index: int, step: int
 ) -> dict | None:
-    """The witness a client would send this round, or None when it is not elected."""
+    """The witness a client would send this round, or None when it holds no seat."""
     position = elected(chain, core, run).get(index)
     return None if position is None else make_witness(index, position, step)
 
@@ -371,25 +403,29 @@ def play_round(
     participants: bytes = ALL_PARTICIPANTS,
     all_elected: bool = True,
 ) -> int:
-    """Elected healthy witnesses submit (`participants` as their bitmap). When all of them did, the last
-    witness ended the round; else the round times out into RoundWitness and, once the witness time passed,
-    a tick ends it. Then the next round starts a slot later. With all_elected, every elected witness must
-    have been able to submit. Returns the number of witnesses."""
+    """Seated healthy witnesses submit the same results root (`participants` as their bitmap) until a
+    strict majority decides the step, which ends the round; if too few can, the round times out into
+    RoundWitness and, once the witness time passed, a tick ends it. Then the next round starts a slot
+    later. With all_elected, exactly a strict majority of the seats must have reported. Returns the number
+    of witnesses."""
     state = chain.state(run)
     assert state["run_state"] == "RoundTrain"
-    config, clients = state["config"], state["epoch"]["clients"]
+    config, clients = state["config"], state["clients"]
     step = state["progress"]["step"]
     chain.advance(config["round_witness_time"])  # training takes time (a round is never instant)
     submitted = 0
     for index, position in elected(chain, core, run).items():
-        if clients[index]["state"] != "Healthy" or submitted == config["witness_nodes"]:
+        now = chain.state(run)
+        if now["seed_pending"] or now["run_state"] not in ("RoundTrain", "RoundWitness"):
+            break  # decided: the round is over
+        if clients[index]["state"] != "Healthy":
             continue
         chain.call(
             "witness", members[index], run, make_witness(index, position, step, participants)
         )
         submitted += 1
     if all_elected:
-        assert submitted == config["witness_nodes"]
+        assert submitted == core.quorum(config["witness_nodes"])
     if chain.state(run)["run_state"] == "RoundTrain":
         chain.advance(config["max_round_train_time"])
         chain.call("tick", members[0], run)
@@ -412,10 +448,12 @@ def start_pending_round(chain: Chain, run: Pubkey, wallet: Keypair) -> bool:
     return True
 
 
-def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
-    """Everyone joins and, once the extra waiting time passed, a tick starts the epoch's Warmup."""
-    for wallet in members:
-        chain.join(wallet, run)
+def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict,
+                 node_keys: Sequence[Keypair] | None = None) -> None:  # fmt: skip
+    """Everyone joins (with these node keys, else fresh ones) and, once the extra waiting time passed, a
+    tick starts the epoch's Warmup."""
+    for k, wallet in enumerate(members):
+        chain.join(wallet, run, node_keys[k] if node_keys else None)
     chain.advance(config["waiting_for_members_extra_time"])
     chain.call("tick", members[0], run)
     state = chain.state(run)
@@ -423,9 +461,10 @@ def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: 
     assert state["epoch"]["clients_len"] == len(members)
 
 
-def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict) -> None:
+def start_epoch(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict,
+                node_keys: Sequence[Keypair] | None = None) -> None:  # fmt: skip
     """Warmup begins, and the first witness_nodes members' warmup witnesses end it early."""
-    begin_warmup(chain, run, members, config)
+    begin_warmup(chain, run, members, config, node_keys)
     for index in range(config["witness_nodes"]):
         chain.call("warmup_witness", members[index], run, {"index": index})
     assert start_pending_round(chain, run, members[0])
@@ -447,7 +486,7 @@ def play_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, wallets: Sequen
     so every healthy finisher earns points. Epoch indices follow the registry, not the order given."""
     begin_warmup(chain, run, wallets, config)
     by_key = {w.pubkey(): w for w in wallets}
-    members = [by_key[c["signer"]] for c in chain.state(run)["epoch"]["clients"][: len(wallets)]]
+    members = [by_key[c["signer"]] for c in chain.state(run)["clients"][: len(wallets)]]
     for index in range(config["witness_nodes"]):
         chain.call("warmup_witness", members[index], run, {"index": index})
     assert start_pending_round(chain, run, members[0])

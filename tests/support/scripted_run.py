@@ -1,4 +1,4 @@
-"""A scripted epoch: wallets play one short epoch by hand (ticks, warmup witnesses, elected witnesses) with
+"""A scripted epoch: wallets play one short epoch by hand (ticks, warmup witnesses, seated witnesses) with
 chain time moved by the localnet's warpTime cheat instead of waiting. Tests use it to drive a run through every
 phase without training clients."""
 
@@ -13,7 +13,7 @@ from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import Run, RunState
 from cohort.sdk.predict import elected_witnesses
 
-_BLOOM = b"\x01" * 512  # stands in for the Bloom filter of received results
+ROOT = b"\x01" * 32  # stands in for the results root the seated witnesses agree on
 
 
 async def warp(client: RunClient, seconds: int) -> None:
@@ -34,14 +34,15 @@ async def start_epoch(
     run_id: str,
     members: list[Keypair],
     state: Callable[[], Awaitable[Run]] | None = None,
+    node_keys: list[Keypair] | None = None,
 ) -> Run:
-    """Join `members`, let WaitingForMembers end and the elected warmup witnesses report: the run is then
+    """Join `members`, let WaitingForMembers end and the first witness_nodes members warm up: the run is then
     in the epoch's first RoundTrain."""
     state = state or (lambda: client.fetch_run(run_id))
     run = await state()
     config = run.config
-    for wallet in members:
-        await client.join_run(wallet, run_id, Keypair())
+    for k, wallet in enumerate(members):
+        await client.join_run(wallet, run_id, node_keys[k] if node_keys else Keypair())
     run = await state()
     if run.state == RunState.WaitingForMembers:  # a join after the wait ran out starts the epoch itself
         await warp(client, config.waiting_for_members_extra_time)
@@ -54,18 +55,24 @@ async def start_epoch(
     return await state()
 
 
+def witness_args(run: Run, index: int, position: int, metadata: Metadata = zero_metadata) -> dict:
+    """A seat's witness record for the run's current round: everyone's result held, one results root."""
+    return {"step": run.progress.step, "index": index, "position": position,
+            "participants": run.current_round.active_mask, "results_root": ROOT, "weights_digest": 1,
+            "metadata": metadata(run.progress.step, index)}  # fmt: skip
+
+
 async def submit_witnesses(
     client: RunClient, run: Run, members: list[Keypair], metadata: Metadata = zero_metadata
 ) -> None:
-    """Every elected witness of the run's current round reports, with `metadata(step, index)`."""
+    """Seated witnesses of the run's current round report one results root, with `metadata(step, index)`,
+    until a strict majority of the seats holds it: that decides the step and ends the round."""
     core = CoordinatorCore(idl=client.idl)
     by_signer = {bytes(m.pubkey()): m for m in members}
-    for index, position in elected_witnesses(core, run).items():
+    seats = list(elected_witnesses(core, run).items())[: core.quorum(run.config.witness_nodes)]
+    for index, position in seats:
         signer = by_signer[bytes(run.clients[index].signer)]
-        args = {"step": run.progress.step, "index": index, "position": position,
-                "participants": run.current_round.active_mask, "bloom_salt": 1,
-                "broadcast_bloom": _BLOOM, "metadata": metadata(run.progress.step, index)}  # fmt: skip
-        await client.witness(signer, run.address, args)
+        await client.witness(signer, run.address, witness_args(run, index, position, metadata))
 
 
 async def play_epoch(
@@ -74,9 +81,10 @@ async def play_epoch(
     members: list[Keypair],
     log: Callable[[str], None] = lambda _: None,
     metadata: Metadata = zero_metadata,
+    node_keys: list[Keypair] | None = None,
 ) -> list[RunState]:
     """Join `members` and play one epoch through to the next WaitingForMembers: the epoch is made to time
-    out during its first round, so it ends after the two flush rounds. Returns the phases passed through."""
+    out during its first round, so it ends after the one flush round. Returns the phases passed through."""
     phases: list[RunState] = []
 
     async def state():
@@ -86,12 +94,12 @@ async def play_epoch(
             log(f"{s.state} (epoch {s.progress.epoch}, step {s.progress.step})")
         return s
 
-    run = await start_epoch(client, run_id, members, state)
+    run = await start_epoch(client, run_id, members, state, node_keys)
     config = run.config
-    await warp(client, config.epoch_time)  # the epoch times out: two flush rounds follow this one
+    await warp(client, config.epoch_time)  # the epoch times out: one flush round follows this one
     while run.state == RunState.RoundTrain:
         await submit_witnesses(client, run, members, metadata)
-        run = await state()  # the last elected witness ended the round (RoundWitness, seed pending; or Cooldown)
+        run = await state()  # the majority decided the step and ended the round (seed pending; or Cooldown)
         await client.start_pending_round(members[0], run_id)
         run = await state()
     await warp(client, config.cooldown_time)

@@ -20,6 +20,7 @@ from .durable_state import clock_record, restore_bank, set_record, snapshot_reco
 from .ledger import Ledger, recover, reset
 from .performance import PerformanceSamples
 from .pubsub import PubSub
+from .traffic import Traffic
 
 log = logging.getLogger("cohort.localnet")
 
@@ -36,6 +37,7 @@ class Node:
         self.ledger = ledger
         self.pubsub = PubSub(bank, max_subscriptions)
         self.performance = PerformanceSamples(time.monotonic(), bank.slot, bank.transaction_count)
+        self.traffic = Traffic()
         self.rpc_address: str | None = None  # host:port once the server listens
         self.recovery_notes: list[str] = []
         if ledger is not None:

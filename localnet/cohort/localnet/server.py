@@ -24,6 +24,7 @@ from .errors import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RpcError
 from .node import Node
 from .pubsub import SUBSCRIBE_METHODS, UNSUBSCRIBE_METHODS
 from .rpc import Dispatcher, dumps, error_response
+from .traffic import Traffic
 
 log = logging.getLogger("cohort.localnet")
 
@@ -96,12 +97,16 @@ class RequestGuard:
 class _WsConnection:
     """One websocket's outgoing side: a bounded queue drained by a writer task."""
 
-    def __init__(self, ws: web.WebSocketResponse) -> None:
+    def __init__(self, ws: web.WebSocketResponse, traffic: Traffic | None = None) -> None:
         self.ws = ws
+        self.traffic = traffic
         self.queue: asyncio.Queue[str] = asyncio.Queue(WS_QUEUE_LIMIT)
         self.writer = asyncio.get_running_loop().create_task(self._write())
 
     def send(self, text: str) -> None:
+        if self.traffic is not None:
+            self.traffic.notifications += 1
+            self.traffic.bytes_out += len(text)
         try:
             self.queue.put_nowait(text)
         except asyncio.QueueFull:
@@ -284,6 +289,10 @@ class Localnet:
         except web.HTTPRequestEntityTooLarge:
             return _too_large(None, cors)
         response = await self._dispatcher.handle_body(body)
+        traffic = self._dispatcher.node.traffic
+        traffic.requests += max(body.count(b'"method"'), 1)
+        traffic.bytes_in += len(body)
+        traffic.bytes_out += len(response)
         return web.Response(body=response, content_type="application/json", headers=cors)
 
     # --- websocket pubsub --------------------------------------------------------------------------------------
@@ -292,7 +301,7 @@ class Localnet:
         ws = web.WebSocketResponse(max_msg_size=MAX_REQUEST_BYTES, heartbeat=30)
         await ws.prepare(request)
         self._sockets.append(ws)
-        connection = _WsConnection(ws)
+        connection = _WsConnection(ws, self.node.traffic)
         pubsub = self.node.pubsub
         try:
             async for msg in ws:

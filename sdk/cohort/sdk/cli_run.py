@@ -46,13 +46,23 @@ def _load_config(path: Path):
 
 
 @run_group.command()
+@click.option("--demo", is_flag=True, help="The demo's config instead (a tiny Llama on KJV text).")
+def example(demo: bool) -> None:
+    """Print a run config with every key documented, to start from: `cohort run example > run.toml`."""
+    from .run_config import packaged_config
+
+    click.echo(packaged_config("demo-run.toml" if demo else "example-run.toml").read_text(), nl=False)
+
+
+@run_group.command()
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--paused", is_flag=True, help="Leave the run paused (open it later with `run resume`)."
 )
 @chain_options
 def create(settings: Settings, config: Path, paused: bool) -> None:
-    """Create a run from a CONFIG file (see configs/example-run.toml); the wallet becomes its authority."""
+    """Create a run from a CONFIG file (`cohort run example` prints a documented one); the wallet becomes
+    its authority."""
     run_file = _load_config(config)  # validated before anything else
     authority = settings.keypair()
 
@@ -115,7 +125,7 @@ async def _status(client, core, run_ref: str) -> dict[str, Any]:
 
     state = await client.fetch_run(run_ref)
     now = await client.rpc.unix_time()
-    loss = latest_loss(client.idl, await client.rpc.recent_logs(state.address))
+    loss = latest_loss(client.idl, client.program_id, await client.rpc.recent_logs(state.address))
     return summarize(state, core, now, loss)
 
 

@@ -10,8 +10,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from solana.rpc.models import DataSliceOpts
 from solana.rpc.websocket_api import SolanaWsClient
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -27,17 +29,34 @@ from .errors import (
     TransactionFailed,
 )
 from .idl import Idl, IdlError
-from .join_proof import decode_endpoint, ed25519_instruction, encode_endpoint, join_proof_message
-from .models import Checkpoint, Progress, Run, RunState, WalletPoints, to_idl
+from .models import Checkpoint, Progress, Run, RunState, WalletPoints, WitnessRecord, to_idl
 from .rpc import Rpc, pack_instructions
 from .run_config import RunFile
+from .statements import (
+    decode_endpoint,
+    ed25519_instruction,
+    ed25519_verify_instruction,
+    encode_endpoint,
+    join_proof_message,
+    result_statement,
+)
 from .wallet import sol
 
 log = logging.getLogger("cohort.sdk.client")
 
+CLOSED_READS = 3  # answers in a row without the Run account before watch says the run is closed
+
 FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
-JOIN_SCAN_LIMIT = 1000  # transactions joined_endpoints reads at most (about one getTransaction each)
-JOIN_SCAN_PAGE = 100  # signatures per getSignaturesForAddress page
+
+@dataclass(frozen=True)
+class SignedResult:
+    """A trainer's signed statement about one result (what it gossips with each Result): the material of
+    an equivocation proof when two of them disagree."""
+
+    step: int
+    batch: tuple[int, int]
+    commitment: bytes
+    signature: bytes  # by the trainer's node key over statements.result_statement(...)
 
 
 class RunClient:
@@ -65,6 +84,9 @@ class RunClient:
 
     def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
         return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
+
+    def endpoint_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
+        return Pubkey.find_program_address([b"endpoint", bytes(run), bytes(wallet)], self.program_id)[0]
 
     async def resolve(self, run: str | Pubkey) -> Pubkey:
         """A run's account address from its id or address; RunNotFound when there is no such run."""
@@ -277,7 +299,13 @@ class RunClient:
 
     async def close_run(self, authority: Keypair, run: str | Pubkey, recipient: Pubkey | None = None,
                         payer: Keypair | None = None) -> Any:  # fmt: skip
+        """Close a halted run, refunding both accounts' rent. Points nobody claimed yet are settled into
+        their wallets' Points accounts first (the authority pays those accounts' rent): the program refuses
+        to close a run that still holds points."""
         state = await self.fetch_run(run)
+        owed = [e.signer for e in state.registry if e.earned]
+        for wallet in owed:
+            await self.settle_points(payer or authority, state.address, wallet)
         ix = self.instruction(
             "close_run",
             {"authority": authority.pubkey(), "run": state.address,
@@ -286,63 +314,74 @@ class RunClient:
         )  # fmt: skip
         return await self._send([ix], authority, payer=payer)
 
+    async def settle_points(self, payer: Keypair, run: str | Pubkey, wallet: Pubkey) -> Any:
+        """Move `wallet`'s unclaimed points into its Points account (anyone may; the payer funds the
+        account if it is new). Afterwards the registry may reuse the wallet's entry when it is full."""
+        address = await self.resolve(run)
+        ix = self.instruction(
+            "settle_points",
+            {"payer": payer.pubkey(), "run": address, "points": self.points_address(address, wallet)},
+            {"wallet": wallet},
+        )
+        return await self._send([ix], payer)
+
+    async def close_points(self, wallet: Keypair, run: Pubkey) -> Any:
+        """Close the wallet's Points account of a run that was closed, refunding its rent."""
+        ix = self.instruction(
+            "close_points",
+            {"wallet": wallet.pubkey(), "points": self.points_address(run, wallet.pubkey()), "run": run},
+        )
+        return await self._send([ix], wallet)
+
     # -- the clients' instructions --------------------------------------------------------------------
     async def join_run(self, user: Keypair, run: str | Pubkey, node_key: Keypair, endpoint: str = "",
                        payer: Keypair | None = None) -> Any:  # fmt: skip
         """Join the next epoch as the node `node_key` (a Keypair from the node's 32-byte Ed25519 seed; its
-        public key is the node id), reachable at `endpoint` (printable ASCII, published in the join's
-        ClientJoined event, not stored). The node key signs (run, wallet) in an Ed25519 instruction before
-        the join, which proves it belongs to this wallet. For Authorized runs the wallet's
-        JoinAuthorization is passed along."""
+        public key is the node id), reachable at `endpoint` (printable ASCII: kept in the wallet's Endpoint
+        account, where peers read it, and published in ClientJoined). The node key signs (run, wallet,
+        join marker) in an Ed25519 instruction before the join, which proves it belongs to this wallet for
+        this joining window. For Authorized runs the wallet's JoinAuthorization is passed along."""
         raw_endpoint = encode_endpoint(endpoint, self.idl.constants["ENDPOINT_LEN"])
-        address = await self.resolve(run)
+        state = await self.fetch_run(run)
+        address = state.address
         authorization = self.join_authorization_address(address, user.pubkey())
         if await self.rpc.account_data(authorization) is None:
             authorization = address  # Open runs ignore it; Authorized ones reject the join by name
-        proof = ed25519_instruction(node_key, join_proof_message(self.idl, address, user.pubkey()))
+        marker = self.idl.decode_account("Run", state.data)["next_active"]
+        proof = ed25519_instruction(node_key, join_proof_message(self.idl, address, user.pubkey(), marker))
         join = self.instruction(
             "join_run",
-            {"user": user.pubkey(), "run": address, "authorization": authorization},
+            {"user": user.pubkey(), "run": address, "authorization": authorization,
+             "endpoint": self.endpoint_address(address, user.pubkey())},
             {"p2p_identity": node_key.pubkey(), "endpoint": raw_endpoint},
-        )
+        )  # fmt: skip
         return await self._send([proof, join], user, payer=payer)
 
-    async def joined_endpoints(self, run: str | Pubkey, max_transactions: int = JOIN_SCAN_LIMIT
-                               ) -> dict[Pubkey, str]:  # fmt: skip
-        """Node id -> endpoint from the ClientJoined events of the run's recent transactions, the newest
-        join per node id winning. Reads at most `max_transactions` of the latest transactions that touched
-        the run (newest first, in pages of JOIN_SCAN_PAGE), so a join older than that is not found: a
-        client that needs an older peer's address should ask the peer."""
-        address = await self.resolve(run)
-        found: dict[Pubkey, str] = {}
-        before = None
-        left = max_transactions
-        while left > 0:
-            limit = min(JOIN_SCAN_PAGE, left)
-            page = await self.rpc.call(
-                "getSignaturesForAddress",
-                lambda c, before=before, limit=limit: c.get_signatures_for_address(
-                    address, before=before, limit=limit
-                ),
-            )
-            signatures = [s.signature for s in page.value]
-            left -= len(signatures)
-            wanted = [s.signature for s in page.value if s.err is None]
-            for logs in await asyncio.gather(*(self.rpc.transaction_logs(s) for s in wanted)):
-                for name, event in reversed(self.idl.events_in_logs(logs)):
-                    if name == "ClientJoined" and event["run"] == address:
-                        found.setdefault(event["p2p_identity"], decode_endpoint(event["endpoint"]))
-            if len(signatures) < limit:
-                break
-            before = signatures[-1]
-        return found
+    async def endpoints(self, run: Run) -> dict[Pubkey, str]:
+        """Node id -> endpoint of every member of the run's epoch, from their Endpoint accounts (one
+        getMultipleAccounts per 100 members). Only accounts this program owns count, and only the endpoint
+        written by the member's join with the node id it is in the epoch with."""
+        wallets = [c.signer for c in run.clients]
+        found = await self.rpc.multiple_accounts([self.endpoint_address(run.address, w) for w in wallets])
+        out: dict[Pubkey, str] = {}
+        size = self.idl.account_size("Endpoint")
+        for client, account in zip(run.clients, found, strict=True):
+            if account is None or account[0] != self.program_id or len(account[1]) != size:
+                continue
+            with contextlib.suppress(IdlError):
+                record = self.idl.decode_account("Endpoint", account[1])
+                if record["run"] == run.address and record["wallet"] == client.signer and \
+                        record["p2p_identity"] == client.p2p_identity:  # fmt: skip
+                    out[client.p2p_identity] = decode_endpoint(record["endpoint"])
+        return out
 
     async def exit_run(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
         """Leave the run; unclaimed points move to the wallet's Points account (the wallet pays its rent
-        when it is created)."""
+        when it is created) and its Endpoint account is closed."""
         address = await self.resolve(run)
         return await self._as_user("exit_run", user, address, payer=payer,
-                                   points=self.points_address(address, user.pubkey()))  # fmt: skip
+                                   points=self.points_address(address, user.pubkey()),
+                                   endpoint=self.endpoint_address(address, user.pubkey()))  # fmt: skip
 
     async def claim_points(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
         """Move the wallet's unclaimed points into its Points account, where pruning cannot reach them."""
@@ -403,9 +442,38 @@ class RunClient:
 
     async def witness(self, user: Keypair, run: str | Pubkey, args: dict[str, Any],
                       payer: Keypair | None = None) -> Any:  # fmt: skip
-        """`args`: step, index, position, participants (32-byte bitmap), bloom_salt, broadcast_bloom
-        (512 bytes) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received, eval_loss, eval_tokens}."""
+        """`args`: step, index, position (its seat), participants (32-byte bitmap), results_root (32
+        bytes), weights_digest (u64) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received,
+        eval_loss, eval_tokens}."""
         return await self._as_user("witness", user, run, args, payer)
+
+    async def vote_weights(self, user: Keypair, run: str | Pubkey, index: int, step: int, manifest: bytes,
+                           payer: Keypair | None = None) -> Any:  # fmt: skip
+        """As a finisher of the epoch that ended at `step`, report the manifest hash of our checkpoint."""
+        args = {"index": index, "step": step, "manifest": manifest}
+        return await self._as_user("vote_weights", user, run, args, payer)
+
+    async def report_equivocation(self, user: Keypair, run: Pubkey, index: int, node_id: Pubkey,
+                                  first: SignedResult, second: SignedResult) -> Any:  # fmt: skip
+        """Prove that epoch client `index` (node `node_id`) signed two different results for one step: the
+        chain convicts it (dropped, its unclaimed points forfeited)."""
+        if first.step != second.step or first.commitment == second.commitment:
+            raise ValueError("an equivocation is two signed results of one step with different commitments")
+        checks = [
+            ed25519_verify_instruction(bytes(node_id), r.signature,
+                                       result_statement(self.idl, run, r.step, r.batch, r.commitment))
+            for r in (first, second)
+        ]  # fmt: skip
+
+        def statement(r: SignedResult) -> dict[str, Any]:
+            return {"batch_start": r.batch[0], "batch_end": r.batch[1], "commitment": r.commitment}
+
+        ix = self.instruction(
+            "report_equivocation",
+            {"user": user.pubkey(), "run": run},
+            {"index": index, "step": first.step, "first": statement(first), "second": statement(second)},
+        )
+        return await self._send([*checks, ix], user)
 
     async def health_check(self, user: Keypair, run: str | Pubkey, indices: Sequence[int],
                            payer: Keypair | None = None) -> Any:  # fmt: skip
@@ -421,53 +489,56 @@ class RunClient:
         )
 
     # -- following a run ------------------------------------------------------------------------------
+    def hot_length(self) -> int:
+        """Bytes of a Run account's hot prefix (discriminator included): phase, step, seeds and the stored
+        rounds' summaries, everything that changes from round to round."""
+        return 8 + self.idl.offset_of("Run", "witnesses")
+
     async def watch(
-        self, run: str | Pubkey, *, poll_interval: float = 2.0, max_reconnect_delay: float = 30.0
-    ) -> AsyncIterator[Run]:
+        self, run: str | Pubkey, *, poll_interval: float = 2.0, max_reconnect_delay: float = 30.0,
+        hot: bool = False,
+    ) -> AsyncIterator[Run]:  # fmt: skip
         """Yield the run's state now and after every change, until the run is closed.
 
         Changes arrive over a websocket accountSubscribe; when the socket fails the account is polled every
         `poll_interval` seconds while reconnecting with backoff. Updates whose nonce is not newer than the
         last one yielded (reordered or replayed notifications, polls racing the socket) are dropped.
+
+        With `hot=True` only the account's hot prefix (`hot_length()` bytes: under 1 KB of the ~60 KB) is
+        sent on each change (dataSlice); the rest is read again only when it can have changed for a
+        follower: the members nonce moved, or the phase is not a round (joins, votes, the authority's
+        changes). Runs built from a fresh hot prefix leave the rounds' witness records out
+        (`Run.fresh_records` is False; `round_records` reads them).
         """
         address = await self.resolve(run)
-        last = -1
+        follower = _Follower(self, address, hot)
         delay = 0.5
-
-        def fresh(state: Run | None) -> bool:
-            nonlocal last
-            if state is None or state.nonce <= last:
-                return False
-            last = state.nonce
-            return True
-
-        state = await self.fetch_run(address)
-        fresh(state)
+        state = await follower.poll()
+        if state is _CLOSED:
+            return
+        follower.fresh(state)
         yield state
         while True:
             try:
                 async with SolanaWsClient(self.ws_url or "", request_timeout=10) as ws:
-                    await ws.account_subscribe(
-                        pubkey=address, encoding="base64", commitment=self.rpc.commitment
-                    )
+                    await ws.account_subscribe(pubkey=address, encoding="base64", commitment=self.rpc.commitment,
+                                               data_slice=follower.slice)  # fmt: skip
                     delay = 0.5
-                    state = await self._poll(address)  # what changed while we subscribed
+                    state = await follower.poll()  # what changed while we subscribed
                     if state is _CLOSED:
                         return
-                    if fresh(state):
+                    if follower.fresh(state):
                         yield state
                     while True:
                         try:
                             note = await asyncio.wait_for(ws.recv(), poll_interval * 5)
                         except TimeoutError:
-                            state = await self._poll(
-                                address
-                            )  # a quiet socket: check it missed nothing
+                            state = await follower.poll()  # a quiet socket: check it missed nothing
                         else:
-                            state = self._from_notification(address, note)
+                            state = await follower.from_notification(note)
                         if state is _CLOSED:
                             return
-                        if fresh(state):
+                        if follower.fresh(state):
                             yield state
             except (OSError, TimeoutError, RuntimeError) as exc:
                 log.info("watch %s: websocket unavailable (%s); polling", address, exc)
@@ -478,30 +549,96 @@ class RunClient:
             # polling fallback until the next reconnect attempt
             until = asyncio.get_running_loop().time() + delay
             while True:
-                state = await self._poll(address)
+                state = await follower.poll()
                 if state is _CLOSED:
                     return
-                if fresh(state):
+                if follower.fresh(state):
                     yield state
                 if asyncio.get_running_loop().time() >= until:
                     break
                 await asyncio.sleep(min(poll_interval, delay))
             delay = min(delay * 2, max_reconnect_delay)
 
-    async def _poll(self, address: Pubkey) -> Any:
-        found = await self.rpc.account_owner_and_data(address)
-        if found is None or found[1][:8] != self.idl.accounts["Run"]:
-            return _CLOSED
-        return Run.decode(address, found[1], self.idl)
+    async def round_records(self, run: Run, back: int = 0) -> tuple[WitnessRecord, ...]:
+        """The witness records of the round `back` rounds before the current one, read alone (dataSlice of
+        its ring slot, ~2.5 KB): for a Run followed by its hot prefix."""
+        rounds = run.rounds
+        if back >= len(rounds):
+            return ()
+        head = self.idl.decode_account("Run", run.data)["epoch"]["rounds_head"]
+        count = self.idl.constants["NUM_ROUNDS"]
+        size = self.idl.size_of({"defined": {"name": "RoundWitnesses"}})
+        offset = 8 + self.idl.offset_of("Run", "witnesses") + (head + count - back) % count * size
+        found = await self.rpc.account_slice(run.address, offset, size)
+        if found is None or found[0] != self.program_id or len(found[1]) != size:
+            return ()
+        value, _ = self.idl.decode({"defined": {"name": "RoundWitnesses"}}, found[1])
+        return tuple(
+            WitnessRecord(w["index"], w["position"], bytes(w["participants"]), bytes(w["results_root"]),
+                          w["weights_digest"])
+            for w in value["records"][: rounds[back].witnesses_len]
+        )  # fmt: skip
 
-    def _from_notification(self, address: Pubkey, note: Any) -> Any:
+
+class _Follower:
+    """What `watch` knows of one run: the last full copy, and how to make a Run of a fresh hot prefix."""
+
+    def __init__(self, chain: RunClient, address: Pubkey, hot: bool) -> None:
+        self.chain, self.address, self.hot = chain, address, hot
+        self.length = chain.hot_length()
+        self.slice = DataSliceOpts(offset=0, length=self.length) if hot else None
+        self.full: Run | None = None  # the last full read
+        self.last = -1  # nonce of the last Run yielded
+
+    def fresh(self, state: Run | None) -> bool:
+        if state is None or state.nonce <= self.last:
+            return False
+        self.last = state.nonce
+        return True
+
+    async def poll(self) -> Any:
+        if self.hot and self.full is not None:
+            found = await self.chain.rpc.account_slice(self.address, 0, self.length)
+            return await self._from_hot(found[1] if found is not None else None, 1 if found else 0)
+        return await self._read_full()
+
+    async def _read_full(self) -> Any:
+        """The whole account. "Closed" takes CLOSED_READS answers in a row without it, a second apart: one
+        empty answer from a lagging or fallback RPC node is not the end of a run."""
+        for attempt in range(CLOSED_READS):
+            found = await self.chain.rpc.account_owner_and_data(self.address)
+            if found is not None and found[1][:8] == self.chain.idl.accounts["Run"]:
+                self.full = Run.decode(self.address, found[1], self.chain.idl)
+                return self.full
+            if attempt + 1 < CLOSED_READS:
+                await asyncio.sleep(1.0)
+        return _CLOSED
+
+    async def from_notification(self, note: Any) -> Any:
         value = getattr(getattr(note, "result", None), "value", None)
         if value is None:
             return None
-        data = bytes(value.data)
-        if value.lamports == 0 or data[:8] != self.idl.accounts["Run"]:
-            return _CLOSED
-        return Run.decode(address, data, self.idl)
+        if not self.hot:
+            data = bytes(value.data)
+            if value.lamports == 0 or data[:8] != self.chain.idl.accounts["Run"]:
+                return await self._read_full()  # closed only if reads agree
+            return Run.decode(self.address, data, self.chain.idl)
+        return await self._from_hot(bytes(value.data), value.lamports)
+
+    async def _from_hot(self, prefix: bytes | None, lamports: int) -> Any:
+        """A Run from a fresh hot prefix and the last full copy, or a new full read when the rest may
+        have changed for a follower (a gone account is confirmed by a full read, never one slice)."""
+        idl, full = self.chain.idl, self.full
+        if prefix is None or lamports == 0 or len(prefix) != self.length or prefix[:8] != idl.accounts["Run"]:
+            return await self._read_full()
+        if full is None:
+            return await self._read_full()
+        state = Run.decode(self.address, prefix + full.data[self.length :], idl, fresh_records=False)
+        rounds = (RunState.RoundTrain, RunState.RoundWitness)
+        if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
+                or state.progress.epoch != full.progress.epoch):  # fmt: skip
+            return await self._read_full()
+        return state
 
 
 _CLOSED: Any = object()  # the run's account is gone

@@ -35,14 +35,19 @@ class _Env(ctypes.Structure):
     ]
 
 
+class _Conviction(ctypes.Structure):
+    _fields_ = [("index", ctypes.c_uint16), ("reason", ctypes.c_uint8), ("step", ctypes.c_uint32),
+                ("forfeited", ctypes.c_uint64)]  # fmt: skip
+
+
 UNKNOWN_SLOT = 2**64 - 1  # "some slot after every stored one": a pending round seed can be resolved
 
 
 @dataclass(frozen=True)
 class Env:
     """What the chain tells an instruction: Clock time, the latest slot hash, the Run account's address,
-    the slot it runs in and the SlotHashes entries ((slot, hash), newest first; by default only
-    `slot_hash` as the previous slot's). Predictions that do not know the slot leave it unknown."""
+    the slot it runs in and the SlotHashes entries ((slot, hash), newest first; by default `slot_hash` as
+    the previous slot's, then slot 0's). Predictions that do not know the slot leave it unknown."""
 
     now: int
     slot_hash: bytes
@@ -54,7 +59,10 @@ class Env:
         """The SlotHashes sysvar's data: u64 count, then (u64 slot, 32-byte hash) entries."""
         entries = self.slot_hashes
         if entries is None:
-            entries = ((max(self.slot, 1) - 1 if self.slot != UNKNOWN_SLOT else 0, self.slot_hash),)
+            # slot_hash follows any frozen slot; the zero-slot entry after it proves no block in between aged
+            # out (the chain re-freezes a pending round's inputs when SlotHashes cannot prove that)
+            latest = max(self.slot, 1) - 1 if self.slot != UNKNOWN_SLOT else UNKNOWN_SLOT - 1
+            entries = ((latest, self.slot_hash), (0, bytes(32)))
         return struct.pack("<Q", len(entries)) + b"".join(
             struct.pack("<Q", slot) + bytes(h) for slot, h in entries
         )
@@ -74,17 +82,19 @@ class CoordinatorCore:
         for name in ("coord_tick", "coord_join", "coord_exit", "coord_warmup_witness", "coord_witness",
                      "coord_health_check", "coord_checkpoint", "coord_set_paused", "coord_update_config",
                      "coord_update_model", "coord_update_metadata", "coord_set_checkpointers", "coord_init",
-                     "coord_claim_points", "coord_witness_slots"):  # fmt: skip
+                     "coord_claim_points", "coord_settle_points", "coord_vote_weights", "coord_convict"):  # fmt: skip
             getattr(self.lib, name).restype = ctypes.c_uint64
         self.lib.coord_host_take_events.restype = ctypes.c_uint64
-        self.lib.coord_shuffled_index.restype = ctypes.c_uint64
         self.lib.coord_witness_position.restype = ctypes.c_uint64
         self.lib.coord_witness_position.argtypes = [ctypes.c_char_p, ctypes.c_uint16]
+        self.lib.coord_witness_seat.restype = ctypes.c_uint64
+        self.lib.coord_witness_seat.argtypes = [ctypes.c_char_p, ctypes.c_uint16]
+        self.lib.coord_witness_order.restype = ctypes.c_uint64
         self.lib.coord_trainer_order.restype = ctypes.c_uint64
         self.lib.coord_batch_size.restype = ctypes.c_uint32
         self.lib.coord_witness_quorum.restype = ctypes.c_uint16
-        self.lib.coord_bloom_contains.restype = ctypes.c_bool
         self.lib.coord_withdraw_pending_join.restype = ctypes.c_bool
+        self.lib.coord_points_unclaimed.restype = ctypes.c_bool
         self.lib.coord_batch_interval.restype = None
         for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
                      "coord_check_progress", "coord_check_metadata"):  # fmt: skip
@@ -165,9 +175,27 @@ class CoordinatorCore:
         """What revoking or closing a wallet's JoinAuthorization does to the run: True if it was pending."""
         return bool(self.lib.coord_withdraw_pending_join(self._state(run), self._key(signer)))
 
-    def witness_slots(self, run: bytes) -> int:
-        """Witness positions open this round: witness_nodes plus one per trainer no longer healthy."""
-        return self.lib.coord_witness_slots(ctypes.c_char_p(bytes(run)))
+    def settle_points(self, run: bytearray, wallet: Pubkey) -> int:
+        points = ctypes.c_uint64()
+        return self.lib.coord_settle_points(self._state(run), self._key(wallet), ctypes.byref(points))
+
+    def points_unclaimed(self, run: bytes) -> bool:
+        return bool(self.lib.coord_points_unclaimed(ctypes.c_char_p(bytes(run))))
+
+    def vote_weights(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
+        return self._call("coord_vote_weights", run, env, self._key(signer), self._ix_args("vote_weights", args))
+
+    def convict(self, run: bytearray, env: Env, index: int, reason: int, step: int) -> int:
+        """The core's part of report_equivocation (the program checks the two signed statements first)."""
+        conviction = _Conviction(index, reason, step, 0)
+        return self._call("coord_convict", run, env, ctypes.byref(conviction))
+
+    def witness_seat(self, run: bytes, index: int) -> int | None:
+        """Epoch client `index`'s seat (its witness position) in the current round, or None: seats are
+        the first witness_nodes positions of the round's witness order whose client is healthy (and no
+        persistent dissenter) or has already witnessed."""
+        seat = self.lib.coord_witness_seat(bytes(run), index)
+        return None if seat == 2**64 - 1 else seat
 
     def warmup_witness(self, run: bytearray, env: Env, signer: Pubkey, index: int) -> int:
         return self._call(
@@ -216,29 +244,43 @@ class CoordinatorCore:
         start = rounds_at + (head + count - back) % count * round_size
         return bytes(run[start : start + round_size])
 
+    def round_records(self, run: bytes, back: int = 0) -> bytes | None:
+        """Raw witness records (MAX_WITNESSES of them) of the round `round_bytes(run, back)` returns."""
+        idl = self.idl
+        head_at = idl.offset_of("Run", "epoch", "rounds_head")
+        count = idl.constants["NUM_ROUNDS"]
+        if self.round_bytes(run, back) is None:
+            return None
+        head = int.from_bytes(run[head_at : head_at + 4], "little") % count
+        size = idl.size_of({"defined": {"name": "RoundWitnesses"}})
+        start = idl.offset_of("Run", "witnesses") + (head + count - back) % count * size
+        return bytes(run[start : start + size])
+
     def witness_position(self, round_: bytes, index: int) -> int | None:
         position = self.lib.coord_witness_position(round_, index)
         return None if position == 2**64 - 1 else position
+
+    def witness_order(self, round_: bytes) -> list[int]:
+        """The round's witness order: out[p] = the epoch index at position p."""
+        out = (ctypes.c_uint16 * 256)()
+        n = self.lib.coord_witness_order(round_, out)
+        return list(out[:n])
 
     def trainer_order(self, round_: bytes) -> list[int]:
         out = (ctypes.c_uint16 * 256)()
         n = self.lib.coord_trainer_order(round_, out)
         return list(out[:n])
 
+    def batch_size(self, run: bytes, data_index: int) -> int:
+        """Sequences of the round starting at `data_index` under the run's config and model (the ramp)."""
+        idl = self.idl
+        config_at, model_at = idl.offset_of("Run", "config"), idl.offset_of("Run", "model")
+        config = run[config_at : config_at + idl.size_of({"defined": {"name": "RunConfig"}})]
+        model = run[model_at : model_at + idl.size_of({"defined": {"name": "ModelConfig"}})]
+        return self.lib.coord_batch_size(bytes(config), bytes(model), ctypes.c_uint64(data_index))
+
     def quorum(self, witness_nodes: int) -> int:
         return self.lib.coord_witness_quorum(ctypes.c_uint16(witness_nodes))
-
-    def bloom_insert(self, bloom: bytearray, salt: int, item: bytes) -> None:
-        """Add a 32-byte item to a witness's broadcast Bloom filter (the chain's own hashing)."""
-        if len(item) != 32 or len(bloom) != self.idl.constants["BLOOM_BYTES"]:
-            raise ValueError("a Bloom item is 32 bytes and the filter BLOOM_BYTES")
-        buffer = (ctypes.c_uint8 * len(bloom)).from_buffer(bloom)
-        self.lib.coord_bloom_insert(buffer, ctypes.c_uint64(salt), item)
-
-    def bloom_contains(self, bloom: bytes, salt: int, item: bytes) -> bool:
-        if len(item) != 32 or len(bloom) != self.idl.constants["BLOOM_BYTES"]:
-            raise ValueError("a Bloom item is 32 bytes and the filter BLOOM_BYTES")
-        return self.lib.coord_bloom_contains(bytes(bloom), ctypes.c_uint64(salt), item)
 
     def batch_interval(self, round_: bytes, trainers: int, k: int) -> tuple[int, int]:
         """Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers."""

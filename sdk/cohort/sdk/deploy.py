@@ -56,7 +56,7 @@ class DeployCost:
     upgrade: bool
     elf_size: int
     writes: int
-    writes_done: int  # already in a buffer an interrupted deploy left
+    writes_done: int  # not sent: already in a buffer an interrupted deploy left (or zeros a new one holds)
     transactions: int
     buffer_rent: int  # held while writing; back when the deploy completes (0 when the buffer exists)
     programdata_rent: int  # 0 for an upgrade
@@ -150,9 +150,8 @@ async def _cost(
     rpc: Rpc, payer: Pubkey, elf: bytes, program: Pubkey | None, state: _State
 ) -> DeployCost:
     writes = loader_v3.plan_writes(elf, loader_v3.max_write_chunk(payer, payer))
-    done = 0 if state.held is None else sum(
-        state.held[w.offset : w.offset + len(w.chunk)] == w.chunk for w in writes
-    )  # fmt: skip
+    held = bytes(len(elf)) if state.held is None else state.held  # a new buffer starts zeroed: zero chunks are not sent
+    done = sum(held[w.offset : w.offset + len(w.chunk)] == w.chunk for w in writes)
     sizes = [loader_v3.BUFFER_HEADER + len(elf), loader_v3.PROGRAMDATA_HEADER + 2 * len(elf),
              loader_v3.PROGRAM_SIZE]  # fmt: skip
     rents = dict(zip(sizes, await asyncio.gather(*(rpc.rent_exempt(s) for s in sizes)), strict=True))

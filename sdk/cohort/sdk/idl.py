@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,16 @@ _PRIMS: dict[str, struct.Struct] = {
     "f32": struct.Struct("<f"),
     "f64": struct.Struct("<d"),
 }
+
+
+# Agave's log lines around each invocation: written by the runtime, never by a program (whose own lines all
+# start "Program log: ", "Program data: ", "Program return: " or "Program consumption: ")
+_BASE58_ID = r"[1-9A-HJ-NP-Za-km-z]{32,44}"
+_LOG_INVOKE = re.compile(rf"Program ({_BASE58_ID}) invoke \[([1-9][0-9]*)\]")
+_LOG_SUCCESS = re.compile(rf"Program ({_BASE58_ID}) success")
+_LOG_FAILED = re.compile(rf"Program ({_BASE58_ID}) failed(: .*)?", re.DOTALL)
+_LOG_DATA = "Program data: "
+_LOG_TRUNCATED = "Log truncated"
 
 
 class IdlError(ValueError):
@@ -370,19 +382,51 @@ class Idl:
         value, _ = self.decode({"defined": {"name": name}}, payload, 8)
         return name, value
 
-    def events_in_logs(self, logs: list[str]) -> list[tuple[str, dict[str, Any]]]:
-        """Events from transaction logs (only `Program data:` lines; anything undecodable is skipped)."""
-        out = []
+    def events_in_logs(
+        self, logs: Iterable[str], program_id: Pubkey | str
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The events `program_id` itself logged (`Program data:` lines while it is the innermost executing
+        program, not lines of programs it calls or that call it), in log order, from invocations seen to
+        succeed up to the top-level instruction. Any program can log bytes that decode as our events, so
+        attribution follows the runtime's `invoke [n]` / `success` lines, which programs cannot forge.
+
+        Strict where logs cannot be trusted: a `failed` line means the transaction failed, so none of its
+        events happened (returns []); after `Log truncated` lines may be missing (a shorter one can still
+        appear), so parsing stops there and keeps only invocations already complete, as it does at any line
+        that contradicts the stack. Logs never prove the transaction committed (it can fail after its last
+        instruction, or fail before any log): callers check the transaction's `err` too. Undecodable data
+        is skipped."""
+        wanted = str(program_id)
+        frames: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []  # (program, events held)
+        out: list[tuple[str, dict[str, Any]]] = []
         for line in logs:
-            if not line.startswith("Program data: "):
+            if line == _LOG_TRUNCATED:
+                break
+            if m := _LOG_INVOKE.fullmatch(line):
+                if int(m[2]) != len(frames) + 1:
+                    break
+                frames.append((m[1], []))
+            elif m := _LOG_SUCCESS.fullmatch(line):
+                if not frames or frames[-1][0] != m[1]:
+                    break
+                _, held = frames.pop()
+                # an inner success is provisional: its caller may still fail
+                (frames[-1][1] if frames else out).extend(held)
+            elif _LOG_FAILED.fullmatch(line):
+                return []
+            elif line.startswith(_LOG_DATA) and frames and frames[-1][0] == wanted:
+                frames[-1][1].extend(self._events_in_data_line(line))
+        return out
+
+    def _events_in_data_line(self, line: str) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for field in line.removeprefix(_LOG_DATA).split():
+            try:
+                event = self.decode_event(base64.b64decode(field, validate=True))
+            except (ValueError, IdlError):  # binascii.Error is a ValueError
                 continue
-            for field in line.removeprefix("Program data: ").split():
-                try:
-                    event = self.decode_event(base64.b64decode(field))
-                except (ValueError, IdlError):
-                    continue
-                if event is not None:
-                    out.append(event)
+            if event is not None:
+                out.append(event)
         return out
 
     def error(self, code: int) -> IdlErrorCode | None:

@@ -120,10 +120,27 @@ class Client:
     p2p_identity: Pubkey
     state: str
     exited_height: int
+    dissents: int = 0  # decisions of this epoch its witness root lost
+    weights_vote: bytes = bytes(32)  # manifest hash it voted at the epoch's end (zero: none)
 
     @property
     def healthy(self) -> bool:
         return self.state == "Healthy"
+
+
+@dataclass(frozen=True)
+class WitnessRecord:
+    """One seat's record of the step before its round: which trainers' results it holds (bitmap), the
+    sha256 of its results list, and the digest of its weights after the steps before that."""
+
+    index: int
+    position: int
+    participants: bytes
+    results_root: bytes
+    weights_digest: int
+
+    def saw(self, index: int) -> bool:
+        return bool(self.participants[index // 8] >> (index % 8) & 1)
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,13 @@ class Round:
     active_count: int
     active_mask: bytes
     witnesses: tuple[tuple[int, int], ...]  # (epoch index, position) in arrival order
+    records: tuple[WitnessRecord, ...] = ()  # empty in a Run read from its hot prefix only (see fresh_records)
+    witnesses_len: int = 0
+    decided: bool = False  # the previous step's applied set is the results list whose sha256 is decided_root
+    decided_root: bytes = bytes(32)
+    weights_digest: int = 0  # what a strict majority of seats reported (when digest_votes > 0)
+    digest_votes: int = 0
+    witnessed_mask: bytes = bytes(32)
 
     def active(self, index: int) -> bool:
         return bool(self.active_mask[index // 8] >> (index % 8) & 1)
@@ -188,6 +212,12 @@ class Run:
     registry: tuple[RegistryEntry, ...]
     data: bytes = field(repr=False, compare=False)
     seed_pending: bool = False  # the next round's inputs are frozen; a tick from the next slot starts it
+    next_seed: int = 0  # seed of the round after the current one (known one round ahead)
+    next_mask: bytes = bytes(32)  # its trainers
+    members_nonce: int = 0  # moves whenever the epoch's member list or a member's state changes
+    fresh_records: bool = True  # False when only the hot prefix is fresh: round records then left out
+    start_step: int = 0  # the epoch's first step
+    cold_start_epoch: bool = False  # the epoch follows a pause: every replica's momentum starts cold
 
     @property
     def current_round(self) -> Round | None:
@@ -212,7 +242,9 @@ class Run:
         return next((c for c in self.clients if c.signer == signer), None)
 
     @classmethod
-    def decode(cls, address: Pubkey, data: bytes, idl: Any) -> Run:
+    def decode(cls, address: Pubkey, data: bytes, idl: Any, *, fresh_records: bool = True) -> Run:
+        """The Run in `data`. With fresh_records=False (the hot prefix was read, the rest is an older copy)
+        the rounds' witness records are left out rather than shown stale."""
         raw = idl.decode_account("Run", data)
         epoch = raw["epoch"]
         rounds_raw = epoch["rounds"]
@@ -221,10 +253,13 @@ class Run:
         if raw["run_state"] in ("Warmup", "RoundTrain", "RoundWitness", "Cooldown"):
             height = rounds_raw[head]["height"]
             for back in range(min(height + 1, len(rounds_raw))):
-                r = rounds_raw[(head - back) % len(rounds_raw)]
-                witnesses = tuple(
-                    (w["index"], w["position"]) for w in r["witnesses"][: r["witnesses_len"]]
-                )
+                slot = (head - back) % len(rounds_raw)
+                r = rounds_raw[slot]
+                records = tuple(
+                    WitnessRecord(w["index"], w["position"], bytes(w["participants"]), bytes(w["results_root"]),
+                                  w["weights_digest"])
+                    for w in raw["witnesses"][slot]["records"][: r["witnesses_len"]]
+                ) if fresh_records else ()  # fmt: skip
                 rounds.append(
                     Round(
                         r["height"],
@@ -233,13 +268,21 @@ class Run:
                         r["batch_size"],
                         r["active_count"],
                         r["active_mask"],
-                        witnesses,
+                        tuple((w.index, w.position) for w in records),
+                        records,
+                        r["witnesses_len"],
+                        r["decided"],
+                        bytes(r["decided_root"]),
+                        r["weights_digest"],
+                        r["digest_votes"],
+                        bytes(r["witnessed_mask"]),
                     )
                 )
         clients = tuple(
-            Client(i, c["signer"], c["p2p_identity"], c["state"], c["exited_height"])
-            for i, c in enumerate(epoch["clients"][: epoch["clients_len"]])
-        )
+            Client(i, c["signer"], c["p2p_identity"], c["state"], c["exited_height"], c["dissents"],
+                   bytes(c["weights_vote"]))
+            for i, c in enumerate(raw["clients"][: epoch["clients_len"]])
+        )  # fmt: skip
         registry = tuple(
             RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"])
             for e in raw["registry"][: raw["registry_len"]]
@@ -265,6 +308,12 @@ class Run:
             registry=registry,
             data=bytes(data),
             seed_pending=raw["seed_pending"],
+            next_seed=raw["next_seed"],
+            next_mask=bytes(raw["next_mask"]),
+            members_nonce=epoch["members_nonce"],
+            fresh_records=fresh_records,
+            start_step=epoch["start_step"],
+            cold_start_epoch=epoch["cold_start_epoch"],
         )
 
 

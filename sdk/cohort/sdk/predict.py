@@ -1,5 +1,5 @@
-"""Predictions from the coordinator's host build (the chain's own code): who witnesses this round, which
-batches a client trains, and what a tick would do now."""
+"""Predictions from the coordinator's host build (the chain's own code): who holds a witness seat this
+round, which batches a client trains, and what a tick would do now."""
 
 from __future__ import annotations
 
@@ -16,18 +16,14 @@ def _round_bytes(core: CoordinatorCore, run: Run) -> bytes | None:
 
 
 def elected_witnesses(core: CoordinatorCore, run: Run) -> dict[int, int]:
-    """Epoch index → witness position of this round's elected witnesses (empty outside rounds)."""
-    if not run.round_active:
+    """Epoch index → seat (its witness position) of this round's seated witnesses, in seat order (empty
+    outside rounds): the first witness_nodes positions of the round's witness order whose client is
+    healthy (and no persistent dissenter) or has already witnessed."""
+    if not run.round_active or _round_bytes(core, run) is None:
         return {}
-    round_ = _round_bytes(core, run)
-    if round_ is None:
-        return {}
-    out = {}
-    for client in run.clients:
-        position = core.witness_position(round_, client.index)
-        if position is not None and position < run.config.witness_nodes:
-            out[client.index] = position
-    return out
+    state = run.data[8:]
+    seats = {c.index: core.witness_seat(state, c.index) for c in run.clients}
+    return dict(sorted(((i, p) for i, p in seats.items() if p is not None), key=lambda item: item[1]))
 
 
 def batches_of(core: CoordinatorCore, run: Run, signer: Pubkey) -> list[tuple[int, int]]:

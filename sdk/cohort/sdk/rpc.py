@@ -27,7 +27,7 @@ from solana.exceptions import SolanaRpcException
 from solana.rpc.async_api import _COMMITMENT_TO_SOLDERS, AsyncClient
 from solana.rpc.commitment import Commitment, Confirmed
 from solana.rpc.core import RPCException, RPCNoResultException
-from solana.rpc.models import MemcmpOpts, TxOpts
+from solana.rpc.models import DataSliceOpts, MemcmpOpts, TxOpts
 from solders.instruction import Instruction
 from solders.keypair import Keypair
 from solders.message import Message
@@ -294,6 +294,30 @@ class Rpc:
     async def account_owner_and_data(self, address: Pubkey) -> tuple[Pubkey, bytes] | None:
         info = await self.call("getAccountInfo", lambda c: c.get_account_info(address))
         return None if info.value is None else (info.value.owner, bytes(info.value.data))
+
+    async def account_slice(self, address: Pubkey, offset: int, length: int) -> tuple[Pubkey, bytes] | None:
+        """Owner and `length` bytes of the account's data from `offset` (getAccountInfo with dataSlice):
+        what a client following one part of a large account reads."""
+        info = await self.call(
+            "getAccountInfo",
+            lambda c: c.get_account_info(address, encoding="base64",
+                                         data_slice=DataSliceOpts(offset=offset, length=length)),
+        )  # fmt: skip
+        return None if info.value is None else (info.value.owner, bytes(info.value.data))
+
+    async def multiple_accounts(self, addresses: Sequence[Pubkey]) -> list[tuple[Pubkey, bytes] | None]:
+        """Owner and data of each address (getMultipleAccounts, 100 a call), None where there is none."""
+        out: list[tuple[Pubkey, bytes] | None] = []
+        for start in range(0, len(addresses), 100):
+            chunk = list(addresses[start : start + 100])
+            response = await self.call(
+                "getMultipleAccounts", lambda c, chunk=chunk: c.get_multiple_accounts(chunk, encoding="base64")
+            )
+            if len(response.value) != len(chunk):
+                raise RpcRefused(f"the RPC at {self.url} answered getMultipleAccounts with "
+                                 f"{len(response.value)} accounts for {len(chunk)} addresses")  # fmt: skip
+            out += [None if a is None else (a.owner, bytes(a.data)) for a in response.value]
+        return out
 
     async def balance(self, address: Pubkey) -> int:
         return (await self.call("getBalance", lambda c: c.get_balance(address))).value

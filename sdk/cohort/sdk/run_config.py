@@ -4,8 +4,9 @@ Sections mirror the program's structs — `[run]` (id, checkpointers), `[metadat
 batch sizes, clients, witnesses, steps, join policy), `[model]` with `[model.checkpoint]`,
 `[model.lr_schedule]` and `[model.optimizer]` (DisTrO) — and keys are the on-chain field names, so an error
 names exactly the field to fix. Validation has two layers: types and sizes from the IDL (checked here), then
-the program's own rules, run by the coordinator's host build (the same C code as on chain). See
-configs/example-run.toml.
+the program's own rules, run by the coordinator's host build (the same C code as on chain). The package
+ships two configs (`packaged_config`): example-run.toml, every key documented (`cohort run example` prints
+it), and demo-run.toml, the demo's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ from .models import (
     to_idl,
 )
 from .presets import training_spec
+
+PACKAGED_CONFIGS = ("example-run.toml", "demo-run.toml")
+
+
+def packaged_config(name: str) -> Path:
+    """The path of a run config that ships with the package (a checkout's or an installed wheel's)."""
+    if name not in PACKAGED_CONFIGS:
+        raise ValueError(f"no packaged config {name!r} (there are: {', '.join(PACKAGED_CONFIGS)})")
+    return Path(__file__).resolve().parent / "configs" / name
 
 _INT_RANGES = {
     "u8": (0, 2**8 - 1),

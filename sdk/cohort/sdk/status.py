@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from solders.pubkey import Pubkey
 
 from .coordinator_core import CoordinatorCore
 from .models import Run, RunState
@@ -22,9 +23,10 @@ def summarize(
     if run.state == RunState.WaitingForMembers and pending < config.init_min_clients:
         timeout = None  # the wait only starts counting once enough members joined
     left = None if timeout is None else max(0, run.run_state_start + timeout - now)
-    elected = elected_witnesses(core, run)
+    elected = elected_witnesses(core, run)  # the seats
     round_ = run.current_round
-    submitted = {index for index, _ in round_.witnesses} if round_ else set()
+    # from the round summary (in the hot prefix): right for a Run read without its witness records too
+    submitted = {c.index for c in run.clients if round_ and round_.witnessed_mask[c.index // 8] >> (c.index % 8) & 1}
     in_epoch = run.state not in (RunState.WaitingForMembers, *(s for s in RunState if s.halted))
     clients = []
     if in_epoch:
@@ -60,10 +62,11 @@ def summarize(
         "pending_joins": pending,
         "init_min_clients": config.init_min_clients,
         "witnesses": {
-            "elected": {str(i): p for i, p in sorted(elected.items())},
+            "elected": {str(i): p for i, p in sorted(elected.items())},  # epoch index -> seat
             "submitted": len(submitted),
-            "needed": config.witness_nodes,
-            "quorum": core.quorum(config.witness_nodes),
+            "needed": config.witness_nodes,  # seats
+            "quorum": core.quorum(config.witness_nodes),  # records behind one results root that decide
+            "decided": bool(round_ and run.round_active and round_.decided),
         },
         "checkpoint": {
             "kind": checkpoint.kind,
@@ -77,10 +80,11 @@ def summarize(
     }
 
 
-def latest_loss(idl: Any, logs: list[list[str]]) -> float | None:
-    """The loss reported by the most recent witness in these transaction logs (newest first)."""
+def latest_loss(idl: Any, program_id: Pubkey | str, logs: list[list[str]]) -> float | None:
+    """The loss reported by the most recent witness in these transaction logs (newest first), counting
+    only events the coordinator `program_id` itself logged."""
     for lines in logs:
-        for name, event in reversed(idl.events_in_logs(lines)):
+        for name, event in reversed(idl.events_in_logs(lines, program_id)):
             if name == "WitnessSubmitted":
                 return round(event["metadata"]["loss"], 4)
     return None
@@ -103,7 +107,9 @@ def render(status: dict[str, Any], console: Console) -> None:
             "round", f"height {r['height']}, {r['batch_size']} sequences from #{r['data_index']}"
         )
     w = status["witnesses"]
-    head.add_row("witnesses", f"{w['submitted']} of {w['needed']} submitted (quorum {w['quorum']})")
+    decided = ", step decided" if w.get("decided") else ""
+    head.add_row("witnesses", f"{w['submitted']} of {w['needed']} seats reported (a majority of {w['quorum']} "
+                              f"decides{decided})")  # fmt: skip
     ck = status["checkpoint"]
     revision = f"@{ck['revision']}" if ck["revision"] else ""
     head.add_row("checkpoint", f"{ck['kind']} {ck['repo']}{revision} (step {ck['step']})")

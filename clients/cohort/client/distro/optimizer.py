@@ -164,6 +164,17 @@ class DistroOptimizer:
             None if sent is None else [SparseTiles(i.to(device), v.to(device)) for i, v in sent]
         )
 
+    @torch.no_grad()
+    def abandon_step(self) -> None:
+        """A step stopped between lookahead and generate (its training was aborted): restore the weights
+        the lookahead moved, so the model is exactly the applied one again; momentum is untouched."""
+        if self._saved is not None:
+            for p, saved in zip(self.params, self._saved, strict=True):
+                p.copy_(saved)
+            self._saved = None
+        for p in self.params:
+            p.grad = None
+
     def reset_momentum(self) -> None:
         """Cold start: forget the momentum and our last transmission."""
         for m in self.momentum:

@@ -21,3 +21,20 @@ def tensors_digest(named: Iterable[tuple[str, torch.Tensor]]) -> str:
 def parameter_digest(module: torch.nn.Module) -> str:
     """The digest of every parameter of `module`, in module order (tied weights once)."""
     return tensors_digest(module.named_parameters())
+
+
+def weights_checksum(module: torch.nn.Module) -> int:
+    """A cheap u64 fingerprint of every parameter, for a per-round replica check: per tensor the exact
+    integer sum of its raw bit patterns (one vectorised pass, on the tensor's own device; integer sums are
+    order-free, so every replica gets the same number for the same bits), hashed with the tensor's name,
+    dtype and shape. Any change of any weight's bits changes it; it is not meant to resist an adversary
+    (it only compares our own replica with the majority's)."""
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            t = p.detach().contiguous().reshape(-1)
+            width = t.element_size()
+            ints = t.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[width])
+            total = int(ints.sum(dtype=torch.int64)) if width < 8 else int(ints.sum())
+            h.update(f"{name}|{t.dtype}|{tuple(p.shape)}|{total}|".encode())
+    return int.from_bytes(h.digest()[:8], "little")

@@ -1,143 +1,165 @@
-"""What peers tell us during an epoch, per step: who is Ready, whose results we hold (fetched, checked), who
-said Finished. Every message is checked against the chain before it counts: the sender must be a member,
-a result must be for the batch the chain gave its sender, the payload must decode for this model and match
-its announcement, and only a trainer's first announcement per step counts.
+"""What the client receives from and publishes to peers: gossip in (decoded strictly, from members only,
+result statements' signatures checked), results and results lists fetched (bounded, checked before they
+are kept or served), our own results published. Its decisions are the state machine's; this is the I/O.
+
+Every fetch is bounded: the limit is the exact payload size of this run's model; each attempt has its own
+open, progress and rate deadlines, and the whole fetch an overall one; the machine allows one fetch per
+trainer at a time, so a member cannot hold many fetch slots. Bytes are checked (they decode for this model
+and say the step and batch the chain gave their trainer) before they go into the blob store that serves
+peers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+import random
+from collections.abc import Callable
 from typing import Any
 
-from cohort.sdk.coordinator_core import CoordinatorCore
-from cohort.sdk.models import Run
+from solders.pubkey import Pubkey
 
-from ..p2p import Announcement, BlobFetchError, NodeId, P2PNode
+from cohort.sdk.statements import result_statement
+
+from ..p2p import Announcement, BlobFetchError, NodeId, NodeKey, P2PNode, PeerAddress
 from .events import Events
-from .messages import Finished, MessageError, Ready, Result, decode_message
-from .rounds import StepBook, assignments, round_step, round_view
+from .machine import ListHeld, PeerReady, PeerResult, ResultFailed, ResultHeld
+from .messages import MessageError, Ready, Result, decode_message
+from .results_list import ResultsList, ResultsListError
+from .rounds import ChainView
 
-KEEP_STEPS = 4  # books of steps older than the current one minus this are forgotten
-FETCH_DEADLINE = 60.0  # seconds a result is tried for, from every holder in turn
+FETCH_DEADLINE = 30.0  # seconds one fetch (every attempt, every holder) may take in all
+LIST_LIMIT = 8 + 256 * 34 + 8  # the largest results list
 
 
 class Exchange:
-    def __init__(
-        self,
-        node: P2PNode,
-        core: CoordinatorCore,
-        events: Events,
-        latest: Callable[[], Run | None],
-        check: Callable[[bytes], Any],  # the decoded result of a payload, or ValueError
-        spawn: Callable[[Awaitable[Any]], asyncio.Task],
-        changed: asyncio.Event,
-    ) -> None:
-        self.node, self.core, self.events = node, core, events
-        self.latest, self.check, self.spawn, self.changed = latest, check, spawn, changed
-        self.books: dict[int, StepBook] = {}
-        self.ready: set[int] = set()
-        self.fetches: dict[tuple[int, int], asyncio.Task] = {}
+    def __init__(self, node: P2PNode, key: NodeKey, idl: Any, run_address: Pubkey, events: Events,
+                 post: Callable[[object], None], check: Callable[[bytes], Any], payload_size: Callable[[], int]) -> None:  # fmt: skip
+        self.node, self.key, self.idl, self.run_address = node, key, idl, run_address
+        self.events, self.post, self.check, self.payload_size = events, post, check, payload_size
+        self.view: ChainView | None = None
+        self.members: dict[int, PeerAddress] = {}  # epoch index -> address, of this epoch's healthy peers
+        self.by_node: dict[bytes, int] = {}  # node id -> epoch index, of every member of the epoch
+        self.tasks: set[asyncio.Task] = set()
         self.bytes_received = 0
-        self.stopped = False
+
+    # -- membership ---------------------------------------------------------------------------------
+    def set_view(self, view: ChainView) -> None:
+        self.view = view
+        self.by_node = {bytes(c.p2p_identity): c.index for c in view.run.clients}
+        if view.newest is not None:  # the gossip window follows the chain's rounds (steps)
+            self.node.gossip.advance_round(view.newest)
+
+    def set_peers(self, addresses: dict[int, PeerAddress], allowed: tuple[int, ...], overlay_key: bytes | None) -> None:
+        """Who may connect and whom we gossip with: the healthy members (drops and exits follow within a
+        round, so a dropped member can no longer take our fetch slots or feed us messages)."""
+        self.members = {i: a for i, a in addresses.items() if i in allowed}
+        self.node.set_clients(self.members.values(), overlay_key=overlay_key)
 
     def reset(self) -> None:
-        """A new epoch: forget everything of the last one."""
-        for task in self.fetches.values():
+        for task in self.tasks:
             task.cancel()
-        self.fetches.clear()
-        self.books.clear()
-        self.ready.clear()
+        self.tasks.clear()
+        self.members.clear()
 
-    def close(self) -> None:
-        self.stopped = True
-        self.reset()
-
-    def book(self, step: int) -> StepBook:
-        book = self.books.get(step)
-        if book is None:
-            book = self.books[step] = StepBook(step)
-            run = self.latest()
-            floor = (run.progress.step if run else step) - KEEP_STEPS
-            for old in [s for s in self.books if s < floor]:
-                del self.books[old]
-        return book
-
-    def held(self, step: int) -> StepBook | None:
-        return self.books.get(step)
-
-    def keep_own(self, step: int, index: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> StepBook:
-        book = self.book(step)
-        book.results[index] = (commitment, payload)
-        book.announced[index] = commitment
-        book.batches[index] = batch
-        return book
-
-    # -- gossip in ------------------------------------------------------------------------------------
+    # -- gossip in ----------------------------------------------------------------------------------
     def on_message(self, announcement: Announcement) -> None:
-        run = self.latest()
-        if run is None or self.stopped:
-            return
-        sender = next((c for c in run.clients if bytes(c.p2p_identity) == announcement.origin.key), None)
-        if sender is None:
-            return  # not a member of this epoch (the allowlist keeps strangers out already)
+        sender = self.by_node.get(announcement.origin.key)
+        if sender is None or (self.members and sender not in self.members):
+            return  # not a healthy member of this epoch (the allowlist keeps strangers out already)
         try:
             message = decode_message(announcement.payload)
         except MessageError as e:
-            self.events.emit("bad_message", sender=sender.index, error=str(e))
+            self.events.emit("bad_message", sender=sender, error=str(e))
             return
         if isinstance(message, Ready):
-            if message.epoch == run.progress.epoch:
-                self.ready.add(sender.index)
-        elif message.step != announcement.round:  # the gossip layer bounds rounds, so it bounds steps
-            self.events.emit("bad_message", sender=sender.index, error="step differs from its gossip round")
+            self.post(PeerReady(sender, message.epoch))
             return
-        elif isinstance(message, Finished):
-            self.book(message.step).finished.add(sender.index)
-        elif isinstance(message, Result):
-            if not self._assigned(run, sender.index, message):
-                self.events.emit("bad_message", sender=sender.index, error="result for a batch it was not given")
-                return
-            book = self.book(message.step)
-            if sender.index in book.announced:
-                return  # one result per trainer and step: the first announcement counts
-            book.announced[sender.index] = message.commitment
-            key = (message.step, sender.index)
-            self.fetches[key] = self.spawn(self._fetch(message, sender.index, announcement.origin))
-        self.changed.set()
-
-    def _assigned(self, run: Run, index: int, message: Result) -> bool:
-        """Whether `index` trains exactly that batch at that step (unknown yet for a step ahead of us)."""
-        back = round_step(run) - message.step
-        view = round_view(self.core, run, back) if back >= 0 else None
-        if view is None or view.step != message.step:
-            return message.step >= run.progress.step  # a round we have not seen yet: checked when applied
-        return assignments(self.core, view).get(index) == (message.batch_start, message.batch_end)
-
-    async def _fetch(self, message: Result, index: int, origin: NodeId) -> None:
-        """Download and check a peer's result; other holders are tried when the announcer fails."""
-        until = time.monotonic() + FETCH_DEADLINE
-        while time.monotonic() < until and not self.stopped:
-            try:
-                data = await self.node.fetch_blob(message.commitment, self.node.providers_for(origin),
-                                                  round=message.step, max_size=message.size)  # fmt: skip
-            except (BlobFetchError, OSError) as e:
-                self.events.emit("fetch_retry", step=message.step, sender=index, error=str(e)[:200])
-                await asyncio.sleep(0.5)
-                continue
-            try:
-                received = self.check(data)
-                if (received.step, received.batch.start, received.batch.end) != (
-                    message.step, message.batch_start, message.batch_end):  # fmt: skip
-                    raise ValueError("payload header disagrees with its announcement")
-            except ValueError as e:
-                self.events.emit("bad_result", step=message.step, sender=index, error=str(e)[:200])
-                return
-            self.bytes_received += len(data)
-            book = self.book(message.step)
-            book.results[index] = (message.commitment, data)
-            book.batches[index] = (message.batch_start, message.batch_end)
-            self.changed.set()
+        if message.step != announcement.round:  # the gossip layer bounds rounds, so it bounds steps
+            self.events.emit("bad_message", sender=sender, error="step differs from its gossip round")
             return
-        self.events.emit("fetch_gave_up", step=message.step, sender=index)
+        statement = result_statement(self.idl, self.run_address, message.step, message.batch, message.commitment)
+        if not announcement.origin.verify(statement, message.signature):
+            self.events.emit("bad_message", sender=sender, error="result statement not signed by its trainer")
+            return
+        self.post(PeerResult(sender, message))
+
+    # -- publishing ---------------------------------------------------------------------------------
+    async def publish(self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> None:
+        self.node.store.put_verified(commitment, payload, step)
+        signature = self.key.sign(result_statement(self.idl, self.run_address, step, batch, commitment))
+        await self.node.announce(step, Result(step, *batch, commitment, len(payload), signature).encode())
+
+    def keep_list(self, results: ResultsList) -> None:
+        """Serve our results list under its root (peers whose list differs fetch the decided one)."""
+        self.node.store.put_verified(results.root, results.encode(), results.step)
+
+    # -- fetching -----------------------------------------------------------------------------------
+    def _providers(self, first: int | None) -> list[PeerAddress]:
+        """Holders to ask: `first` (the announcer, or a list's witnesses), then the other members in random
+        order (holders re-serve what they checked, so a result spreads instead of every client fetching
+        it from its trainer)."""
+        others = [a for i, a in self.members.items() if i != first]
+        random.shuffle(others)
+        head = [self.members[first]] if first is not None and first in self.members else []
+        return head + others
+
+    def fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None) -> None:
+        self._spawn(self._fetch(step, sender, commitment, batch))
+
+    async def _fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None) -> None:
+        held = self.node.store.get(commitment)
+        if held is not None:
+            self.post(ResultHeld(step, sender, commitment))
+            return
+        size = self.payload_size()
+        try:
+            async with asyncio.timeout(FETCH_DEADLINE):
+                data = await self.node.fetcher.fetch(commitment, self._providers(sender), max_size=size)
+        except (BlobFetchError, OSError, TimeoutError) as e:
+            self.post(ResultFailed(step, sender, commitment, False, str(e) or "fetch timed out"))
+            return
+        try:
+            if len(data) != size:
+                raise ValueError(f"payload of {len(data)} bytes; this model's are {size}")
+            header = self.check(data)
+            if header.step != step or (batch is not None and header.batch != batch):
+                raise ValueError("payload header disagrees with its announcement")
+        except ValueError as e:
+            self.post(ResultFailed(step, sender, commitment, True, str(e)))
+            return
+        self.bytes_received += len(data)
+        self.node.store.put_verified(commitment, data, step)  # checked: now we serve it too
+        self.post(ResultHeld(step, sender, commitment))
+
+    def fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
+        self._spawn(self._fetch_list(step, root, holders, clients))
+
+    async def _fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
+        data = self.node.store.get(root)
+        if data is None:
+            first = [self.members[i] for i in holders if i in self.members]
+            rest = [a for a in self._providers(None) if a not in first]
+            try:
+                async with asyncio.timeout(FETCH_DEADLINE):
+                    data = await self.node.fetcher.fetch(root, first + rest, max_size=LIST_LIMIT)
+            except (BlobFetchError, OSError, TimeoutError) as e:
+                self.events.emit("fetch_retry", step=step, list=root.hex()[:16], error=str(e)[:200])
+                self.post(ListHeld(step, root, None))
+                return
+        try:
+            results = ResultsList.decode(data, step=step, clients=clients)
+        except ResultsListError as e:
+            self.events.emit("bad_result", step=step, list=root.hex()[:16], error=str(e)[:200])
+            self.post(ListHeld(step, root, None))
+            return
+        self.node.store.put_verified(root, data, step)
+        self.post(ListHeld(step, root, results))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    @staticmethod
+    def node_of(identity: Pubkey) -> NodeId:
+        return NodeId(bytes(identity))

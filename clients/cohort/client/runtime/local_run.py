@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
@@ -31,11 +31,10 @@ from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.deploy import deploy_program
 from cohort.sdk.models import Run
 from cohort.sdk.rpc import Rpc
-from cohort.sdk.run_config import RunFile, load_run_file
+from cohort.sdk.run_config import RunFile, load_run_file, packaged_config
 from cohort.sdk.wallet import save_keypair
 
-CONFIGS = Path(__file__).resolve().parents[4] / "configs"
-DEMO_CONFIG = CONFIGS / "demo-run.toml"
+DEMO_CONFIG = packaged_config("demo-run.toml")  # ships with the package: the demo works from a wheel
 
 
 def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path:
@@ -98,6 +97,18 @@ def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
         process.wait(10)
 
 
+FAILURE_EVENTS = ("left_epoch", "task_failed", "bad_result", "train_failed", "follower_restarted", "replica_drift")
+
+
+def failures(trainer: TrainerProcess) -> list[str]:
+    """What went wrong in a trainer that should not in a fault-free run: failure events, and tracebacks
+    in its output."""
+    found = [f"{e['event']}: {e}" for e in trainer.events() if e["event"] in FAILURE_EVENTS]
+    if trainer.log_path.exists() and "Traceback" in trainer.log_path.read_text(errors="replace"):
+        found.append("traceback in " + trainer.log_path.name)
+    return found
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -127,14 +138,31 @@ class TrainerProcess:
         return self.process is not None and self.process.poll() is None
 
 
+class Placement(Protocol):
+    """Where processes run: a named node's argv prefix and address (e.g. a WAN test bed's namespaces,
+    tests/support/wan). The localnet runs on node "rpc", each trainer on the node named like it."""
+
+    def prefix(self, name: str) -> list[str]: ...
+
+    def address(self, name: str) -> str: ...
+
+
+RPC_NODE = "rpc"
+NODE_PORT = 8899  # with a placement every node has its own ports: a fixed one is free
+
+
 @dataclass
 class LocalRun:
-    """Localnet + deployed coordinator + one run; `start_trainer` adds clients."""
+    """Localnet + deployed coordinator + one run; `start_trainer` adds clients. With a `placement` every
+    process runs on its own node (behind emulated links) and binds that node's address; without one
+    everything binds 127.0.0.1."""
 
     config: Path = DEMO_CONFIG
     root: Path | None = None
     checkpointers: int = 0  # the first N trainers' wallets become the run's checkpointers
     trainer_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)  # extra environment of every trainer (e.g. a shared HOME)
+    placement: Placement | None = None
     log: Callable[[str], None] = lambda _: None
     trainers: list[TrainerProcess] = field(default_factory=list)
 
@@ -144,7 +172,7 @@ class LocalRun:
             self._tmp = tempfile.TemporaryDirectory(prefix="cohort-run-")
             self.root = Path(self._tmp.name)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port_pair()
+        self.port = NODE_PORT if self.placement is not None else free_port_pair()
         self.ledger = self.root / "ledger"
         self.start_localnet()
         self.core = CoordinatorCore()
@@ -174,21 +202,28 @@ class LocalRun:
 
     # -- the localnet process -------------------------------------------------------------------------
     @property
+    def rpc_host(self) -> str:
+        return self.placement.address(RPC_NODE) if self.placement is not None else "127.0.0.1"
+
+    @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.rpc_host}:{self.port}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port + 1}"
+        return f"ws://{self.rpc_host}:{self.port + 1}"
+
+    def _prefix(self, name: str) -> list[str]:
+        return self.placement.prefix(name) if self.placement is not None else []
 
     def start_localnet(self) -> None:
         assert self.root is not None
         log = open(self.root / "localnet.log", "ab")
         self.localnet = subprocess.Popen(
-            [sys.executable, "-m", "cohort.sdk.cli", "localnet", "start", "--port", str(self.port),
-             "--ledger", str(self.ledger)],
+            [*self._prefix(RPC_NODE), sys.executable, "-m", "cohort.sdk.cli", "localnet", "start",
+             "--port", str(self.port), "--ledger", str(self.ledger), "--host", self.rpc_host],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        )  # fmt: skip
         log.close()
 
     def stop_localnet(self) -> None:
@@ -246,19 +281,34 @@ class LocalRun:
                "COHORT_WALLET": str(path), "COHORT_PROGRAM_ID": str(self.program_id),
                "COHORT_ANCHORFILE": str(self.root / "Anchorfile.toml"),
                "COHORT_EVENTS": str(trainer.events_path), "COHORT_NAME": name,
-               "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1"}  # fmt: skip
+               "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1", **self.env}  # fmt: skip
         (self.root / "Anchorfile.toml").touch()
         log = open(trainer.log_path, "ab")
+        bind = ("--bind", f"{self.placement.address(name)}:0") if self.placement is not None else ()
         trainer.process = subprocess.Popen(
-            [sys.executable, "-m", "cohort.sdk.cli", "train", "--run", self.run_file.run_id, "--logs", "none",
-             *self.trainer_args, *extra],
+            [*self._prefix(name), sys.executable, "-m", "cohort.sdk.cli", "train", "--run", self.run_file.run_id,
+             "--logs", "none", *bind, *self.trainer_args, *extra],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
+        )  # fmt: skip
         log.close()
         return trainer
 
     async def state(self) -> Run:
         return await self.client.fetch_run(self.run_file.run_id)
+
+    async def wait_for_events(self, name: str, count: int, timeout: float, trainers: list[TrainerProcess] | None = None,
+                              **fields: object) -> None:  # fmt: skip
+        """Wait until each trainer (all by default) emitted `count` events `name` with these fields."""
+        until = time.monotonic() + timeout
+        chosen = self.trainers if trainers is None else trainers
+        while True:
+            missing = [t.name for t in chosen if len([e for e in t.events(name)
+                                                      if all(e.get(k) == v for k, v in fields.items())]) < count]  # fmt: skip
+            if not missing:
+                return
+            if time.monotonic() > until:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {count} {name} {fields} from {missing}")
+            await asyncio.sleep(0.25)
 
     async def wait_for(self, predicate: Callable[[Run], bool], timeout: float, what: str,
                        every: float = 0.5) -> Run:  # fmt: skip

@@ -1,19 +1,22 @@
-"""Per-round bookkeeping, decided only from chain state and what peers sent: the pure core of the loop.
+"""What the chain says about the rounds of the current epoch, decided only from chain state: the pure core
+the client's state machine reads. Everything here uses the coordinator's host build, the chain's own code.
 
-A round of height h trains step s. Witnesses of round h attest the results of round h-1 (participants
-bitmap + a salted Bloom of commitments); the results of step s-2 are applied at the start of round h
-using round h-1's witnesses. Everything here uses the coordinator's host build, the chain's own code.
+A round of height h trains step s = start_step + h. Its seated witnesses attest the results of step s-1
+(a participants bitmap and the sha256 of their results list); the first results root a strict majority of
+the seats holds is step s-1's applied set, and ends the round. Seeds and trainers are known one round
+ahead: while round h runs, round h+1's (`Run.next_seed`, `Run.next_mask`) are fixed too, so a client can
+train step s+1 as soon as it has trained s and applied s-1.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from solders.pubkey import Pubkey
-
 from cohort.sdk.coordinator_core import CoordinatorCore
-from cohort.sdk.models import Run, RunState
+from cohort.sdk.models import Client, Run, RunState, WitnessRecord
+
+ROUND_PHASES = (RunState.RoundTrain, RunState.RoundWitness)
 
 
 def round_step(run: Run) -> int:
@@ -23,156 +26,148 @@ def round_step(run: Run) -> int:
     return run.progress.step - 1 if ended else run.progress.step
 
 
-def drifted(run: Run, saved_step: int | None, saved_hash: bytes | None) -> bool:
-    """Whether the checkpoint the run's checkpointers committed for the epoch end we also saved differs from
-    ours: our replica drifted (another GPU or BLAS can flip a near-zero sign) and must take theirs."""
-    pointer = run.model.checkpoint
-    if saved_step is None or saved_hash is None or pointer.step != saved_step:
-        return False
-    return pointer.weights_sha256 not in (bytes(32), saved_hash)
-
-
 def trains(run: Run, step: int) -> bool:
-    """Whether step `step` is trained: not in the two flush rounds that end a timed-out epoch."""
-    return run.last_step == 0 or step + 2 < run.last_step
-
-
-@dataclass(frozen=True)
-class WitnessProof:
-    index: int
-    position: int
-    participants: bytes
-    salt: int
-    bloom: bytes
-
-    def saw(self, index: int) -> bool:
-        return bool(self.participants[index // 8] >> (index % 8) & 1)
+    """Whether step `step` is trained: not the flush round that ends an epoch (last_step - 1), which only
+    attests the last trained step."""
+    return run.last_step == 0 or step < run.last_step - 1
 
 
 @dataclass(frozen=True)
 class RoundView:
-    """One stored round of the current epoch, as the chain holds it."""
+    """One round of the current epoch: stored on chain, or the next one (known one round ahead)."""
 
     height: int
     step: int
     seed: int
-    raw: bytes
     active_mask: bytes
-    witnesses: tuple[WitnessProof, ...]
+    assignment: Mapping[int, tuple[int, int]]  # epoch index -> its batch [start, end)
+    decided: bool = False
+    decided_root: bytes = bytes(32)
+    weights_digest: int = 0  # what a strict majority of seats reported (valid when digest_votes > 0)
+    digest_votes: int = 0
+    witnesses_len: int = 0
+    records: tuple[WitnessRecord, ...] | None = None  # None: not read (a hot-prefix Run)
+    stored: bool = True  # False for the next round, which the chain has not started yet
 
     def active(self, index: int) -> bool:
         return bool(self.active_mask[index // 8] >> (index % 8) & 1)
 
 
-def round_view(core: CoordinatorCore, run: Run, back: int = 0) -> RoundView | None:
-    """Round `back` rounds before the current one (None if this epoch does not hold it)."""
-    if run.state not in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown):
-        return None  # in Warmup the epoch has no round yet (the stored one is blank)
-    raw = core.round_bytes(run.data[8:], back)
-    if raw is None:
-        return None
-    value, _ = core.idl.decode({"defined": {"name": "Round"}}, raw)
-    proofs = tuple(
-        WitnessProof(w["index"], w["position"], bytes(w["participants"]), w["bloom_salt"],
-                     bytes(w["broadcast_bloom"]))
-        for w in value["witnesses"][: value["witnesses_len"]]
-    )
-    return RoundView(value["height"], round_step(run) - back, value["random_seed"], raw,
-                     bytes(value["active_mask"]), proofs)
-
-
-def assignments(core: CoordinatorCore, view: RoundView) -> dict[int, tuple[int, int]]:
-    """Epoch client index → the batch [start, end) it trains in this round (the chain's own assignment)."""
-    order = core.trainer_order(view.raw)
+def _assignment(core: CoordinatorCore, raw: bytes) -> dict[int, tuple[int, int]]:
+    order = core.trainer_order(raw)
     out = {}
     for k, index in enumerate(order):
-        start, end = core.batch_interval(view.raw, len(order), k)
+        start, end = core.batch_interval(raw, len(order), k)
         if end > start:
             out[index] = (start, end)
     return out
 
 
-def witness_position(core: CoordinatorCore, run: Run, view: RoundView, index: int) -> int | None:
-    """Our place in the round's witness shuffle if it lets us witness: one of the first witness_nodes, or a
-    stand-in for a trainer no longer healthy (the chain accepts witness_slots positions, records witness_nodes)."""
-    position = core.witness_position(view.raw, index)
-    return position if position is not None and position < core.witness_slots(run.data[8:]) else None
+def stored_rounds(core: CoordinatorCore, run: Run) -> dict[int, RoundView]:
+    """The epoch's stored rounds by step (none in Warmup: the epoch has no round yet)."""
+    if run.state not in (*ROUND_PHASES, RunState.Cooldown):
+        return {}
+    out = {}
+    newest = round_step(run)
+    for back, summary in enumerate(run.rounds):
+        raw = core.round_bytes(run.data[8:], back)
+        if raw is None:
+            break
+        out[newest - back] = RoundView(
+            summary.height, newest - back, summary.random_seed, summary.active_mask, _assignment(core, raw),
+            summary.decided, summary.decided_root, summary.weights_digest, summary.digest_votes,
+            summary.witnesses_len, summary.records if run.fresh_records else None,
+        )  # fmt: skip
+    return out
 
 
-def my_index(run: Run, wallet: Pubkey) -> int | None:
-    client = run.client(wallet)
-    return client.index if client is not None else None
+def next_round(core: CoordinatorCore, run: Run) -> RoundView | None:
+    """The round after the newest stored one, while a round runs: its seed and trainers were fixed when
+    the newest started, so its assignment is known before the chain starts it."""
+    if run.state not in ROUND_PHASES:
+        return None
+    raw = core.round_bytes(run.data[8:], 0)
+    if raw is None:
+        return None
+    idl = core.idl
+    current = run.rounds[0]
+    data_index = current.data_index + current.batch_size
+    patched = bytearray(raw)
 
+    def put(name: str, value: bytes) -> None:
+        at = idl.offset_of("Round", name)
+        patched[at : at + len(value)] = value
 
-@dataclass
-class StepBook:
-    """What this client holds of one step: verified results by trainer index, and who said Finished."""
-
-    step: int
-    results: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # index -> (commitment, payload)
-    announced: dict[int, bytes] = field(default_factory=dict)  # index -> commitment first announced
-    batches: dict[int, tuple[int, int]] = field(default_factory=dict)  # index -> the batch its result trained
-    finished: set[int] = field(default_factory=set)
-    loss: float | None = None
-    tokens: int = 0
-    seconds: float = 0.0
-    trained: bool = False
-
-
-def participants_and_bloom(core: CoordinatorCore, book: StepBook | None,
-                           assigned: dict[int, tuple[int, int]] | None = None) -> tuple[bytes, int, bytes]:  # fmt: skip
-    """A witness's proof of the results it holds: the participants bitmap, a fresh salt, the Bloom. With
-    `assigned` (the chain's assignment of that round), only results of the batch each trainer was given
-    count: one accepted before we knew the round is checked here, before we attest it."""
-    bitmap = bytearray(core.idl.constants["PARTICIPANT_BITMAP_LEN"])
-    bloom = bytearray(core.idl.constants["BLOOM_BYTES"])
-    salt = int.from_bytes(os.urandom(8), "little")  # picked after the commitments are fixed
-    held = book.results if book else {}
-    if assigned is not None and book is not None:
-        held = {i: r for i, r in held.items() if assigned.get(i) is not None and assigned.get(i) == book.batches.get(i)}
-    for index, (commitment, _) in sorted(held.items()):
-        bitmap[index // 8] |= 1 << (index % 8)
-        core.bloom_insert(bloom, salt, commitment)
-    return bytes(bitmap), salt, bytes(bloom)
+    put("active_mask", run.next_mask)
+    put("data_index", data_index.to_bytes(8, "little"))
+    put("random_seed", run.next_seed.to_bytes(8, "little"))
+    put("batch_size", core.batch_size(run.data[8:], data_index).to_bytes(4, "little"))
+    return RoundView(current.height + 1, round_step(run) + 1, run.next_seed, run.next_mask,
+                     _assignment(core, bytes(patched)), stored=False)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Consensus:
-    """Which results of a step every honest replica applies, and which of them this client lacks."""
+class ChainView:
+    """A Run as the client machine reads it: the rounds by step and this client's place."""
 
-    accepted: dict[int, bytes]  # trainer index -> payload we hold that a quorum of witnesses attested
-    missing: tuple[int, ...]  # trainers a quorum saw whose attested result we do not hold
+    run: Run
+    me: Client | None
+    rounds: Mapping[int, RoundView] = field(default_factory=dict)  # stored rounds, and the next one
+    newest: int | None = None  # step of the newest stored round
+    quorum: int = 1
 
+    @property
+    def current(self) -> RoundView | None:
+        return self.rounds.get(self.newest) if self.newest is not None else None
 
-def consensus(core: CoordinatorCore, run: Run, witnessed: RoundView, book: StepBook | None) -> Consensus:
-    """Round `witnessed`'s witnesses decide the previous round's results: a trainer counts when at least a
-    quorum list it, and its result is the commitment that at least a quorum of Blooms hold."""
-    quorum = core.quorum(run.config.witness_nodes)
-    held = book.results if book else {}
-    accepted, missing = {}, []
-    for index in range(len(run.clients)):
-        seen = sum(w.saw(index) for w in witnessed.witnesses)
-        if seen < quorum:
-            continue
-        mine = held.get(index)
-        if mine is not None:
-            votes = sum(core.bloom_contains(w.bloom, w.salt, mine[0]) for w in witnessed.witnesses)
-            if votes >= quorum:
-                accepted[index] = mine[1]
-                continue
-        missing.append(index)
-    return Consensus(accepted, tuple(missing))
+    def healthy(self, index: int) -> bool:
+        return index < len(self.run.clients) and self.run.clients[index].healthy
 
 
-def unhealthy(core: CoordinatorCore, run: Run) -> list[int]:
-    """Clients the chain would drop now: trained two rounds ago, seen by fewer than a quorum of the
-    previous round's witnesses, and still healthy (the program's health rule)."""
-    witnessed, trained = round_view(core, run, 1), round_view(core, run, 2)
-    if witnessed is None or trained is None:
+def observe(core: CoordinatorCore, run: Run, wallet: object) -> ChainView:
+    rounds = stored_rounds(core, run)
+    upcoming = next_round(core, run)
+    if upcoming is not None:
+        rounds[upcoming.step] = upcoming
+    newest = round_step(run) if run.state in (*ROUND_PHASES, RunState.Cooldown) else None
+    return ChainView(run, run.client(wallet), rounds, newest, core.quorum(run.config.witness_nodes))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The chain's word on which results of a step every replica applies."""
+
+    step: int
+    root: bytes | None  # the decided results root; None: nothing is applied for this step
+
+
+def decision(view: ChainView, step: int) -> Decision | None:
+    """Step `step`'s applied set, once the chain fixed it: the decided root of the round that attests it
+    (round step + 1), or nothing when that round ended undecided or never came (the epoch ended first).
+    None while it is still open; raises LookupError when the chain no longer holds that round."""
+    attesting = view.rounds.get(step + 1)
+    run = view.run
+    if attesting is not None and attesting.stored:
+        if attesting.decided:
+            return Decision(step, attesting.decided_root)
+        over = view.newest is not None and (view.newest > step + 1 or run.seed_pending or run.state == RunState.Cooldown)
+        return Decision(step, None) if over else None
+    if view.newest is not None and step == view.newest and run.state == RunState.Cooldown:
+        return Decision(step, None)  # the epoch ended before a round attested it
+    if view.newest is not None and step + 1 < min(s for s, r in view.rounds.items() if r.stored):
+        raise LookupError(f"the chain no longer holds the round that decided step {step}")
+    return None
+
+
+def unhealthy(view: ChainView, records: tuple[WitnessRecord, ...]) -> list[int]:
+    """Clients the chain would drop now (its health rule): trained two rounds ago, still healthy, and left
+    out by a strict majority of the seats of the previous round (`records` are that round's)."""
+    if view.newest is None:
         return []
-    quorum = core.quorum(run.config.witness_nodes)
+    trained = view.rounds.get(view.newest - 2)
+    if trained is None or not trained.stored:
+        return []
     return [
-        c.index for c in run.clients
-        if c.healthy and trained.active(c.index)
-        and sum(w.saw(c.index) for w in witnessed.witnesses) < quorum
+        c.index for c in view.run.clients
+        if c.healthy and trained.active(c.index) and sum(not r.saw(c.index) for r in records) >= view.quorum
     ]  # fmt: skip

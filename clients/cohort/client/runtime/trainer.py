@@ -1,12 +1,14 @@
 """One replica of the run's model: build it from the run's TrainingSpec, train a batch, apply a round.
 
-Blocking torch code, called from the loop through a worker thread (never two calls at once), so the event
-loop keeps gossiping and fetching while a step computes.
+Blocking torch code, run by the client's one model worker (runtime/worker.py: one thread, jobs in order,
+never two at once), so the event loop keeps gossiping and fetching while a step computes. Training can be
+stopped between micro-batches (a cooperative abort), which leaves the weights as they were.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +29,15 @@ from ..distro import (
     Linear,
     WarmupStableDecay,
 )
-from ..model import EvalResult, build_model, config_for, evaluate, lm_loss, parameter_digest
+from ..model import (
+    EvalResult,
+    build_model,
+    config_for,
+    evaluate,
+    lm_loss,
+    parameter_digest,
+    weights_checksum,
+)
 
 
 def distro_config(spec: DistroSpec) -> DistroConfig:
@@ -76,6 +86,34 @@ class StepOutput:
     seconds: float
 
 
+class Aborted(Exception):
+    """Training stopped between micro-batches on request; the weights are as before the step."""
+
+
+@dataclass(frozen=True)
+class PayloadHeader:
+    step: int
+    batch: tuple[int, int]
+
+
+@dataclass
+class ColdStart:
+    """Cold-start warmup (`cold_start_warmup_steps`): in an epoch that follows a pause every replica's
+    momentum starts from zero, so the learning rate ramps up linearly over that many steps from the epoch's
+    first step. The chain says when (Run.cold_start_epoch), so every replica uses the same rates."""
+
+    base: object  # the run's schedule
+    steps: int
+    start: int = 0
+    active: bool = False
+
+    def __call__(self, step: int) -> float:
+        lr = self.base(step)  # type: ignore[operator]
+        if self.active and self.steps > 0 and step < self.start + self.steps:
+            lr *= max(step - self.start + 1, 0) / self.steps
+        return lr
+
+
 class Trainer:
     """The model, its DisTrO optimizer and the data, for one client."""
 
@@ -88,9 +126,8 @@ class Trainer:
                             max_seq_len=spec.max_seq_len)  # fmt: skip
         self.model = build_model(config, seed=seed, device=self.device)
         self.model.train()
-        self.optimizer = DistroOptimizer(
-            self.model.named_parameters(), distro_config(spec.distro), lr_schedule(spec.lr)
-        )
+        self.cold_start = ColdStart(lr_schedule(spec.lr), spec.cold_start_warmup_steps)
+        self.optimizer = DistroOptimizer(self.model.named_parameters(), distro_config(spec.distro), self.cold_start)
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
 
@@ -98,18 +135,34 @@ class Trainer:
     def codec(self):
         return self.optimizer.codec
 
-    def train(self, step: int, start: int, end: int) -> StepOutput:
-        """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result."""
+    def start_epoch(self, start_step: int, cold: bool) -> None:
+        """The epoch's first step and whether it is a cold start (the learning-rate ramp)."""
+        self.cold_start.start, self.cold_start.active = start_step, cold
+
+    @property
+    def payload_size(self) -> int:
+        """The exact size of every result of this run's model and config (the fetch limit)."""
+        return self.codec.size
+
+    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+        """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result.
+        With `abort` set between micro-batches the step stops (Aborted) and the weights are restored."""
         started = time.perf_counter()
         batch = BatchId(start, end)
         sequences = self.data.sequences(batch).to(self.device)
         size = self.micro_batch_size or len(sequences)
         self.optimizer.lookahead(step)
         total = 0.0
-        for chunk in sequences.split(size):
-            loss = lm_loss(self.model, chunk)
-            (loss * (len(chunk) / len(sequences))).backward()
-            total += float(loss.detach()) * len(chunk)
+        try:
+            for chunk in sequences.split(size):
+                if abort is not None and abort.is_set():
+                    raise Aborted(f"training of step {step} stopped")
+                loss = lm_loss(self.model, chunk)
+                (loss * (len(chunk) / len(sequences))).backward()
+                total += float(loss.detach()) * len(chunk)
+        except BaseException:
+            self.optimizer.abandon_step()
+            raise
         result = self.optimizer.generate(step, batch)
         self.model.zero_grad(set_to_none=True)
         payload = self.codec.encode(result)
@@ -119,9 +172,11 @@ class Trainer:
         """Sign-SGD along the aggregate of the round's accepted results (every replica: the same bits)."""
         self.optimizer.apply(step, [self.codec.decode(p) for p in payloads])
 
-    def check(self, payload: bytes) -> DistroResult:
-        """The result in `payload`; WireError unless it is a valid result for this run's model."""
-        return self.codec.decode(payload).result
+    def check(self, payload: bytes) -> PayloadHeader:
+        """The step and batch a payload says it trained; WireError unless it is a valid result for this
+        run's model (every byte checked: layout, sizes, indices, values)."""
+        result: DistroResult = self.codec.decode(payload).result
+        return PayloadHeader(result.step, (result.batch.start, result.batch.end))
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         """Held-out loss on the first `max_sequences` of the validation split (the same ones everywhere)."""
@@ -129,6 +184,10 @@ class Trainer:
 
     def digest(self) -> str:
         return parameter_digest(self.model)
+
+    def checksum(self) -> int:
+        """The per-round replica fingerprint (every weight's bits, one cheap pass)."""
+        return weights_checksum(self.model)
 
     def load(self, path: Path, manifest_hash: bytes) -> None:
         """The weights of a verified checkpoint, with fresh momentum (a cold start for this replica:

@@ -38,6 +38,21 @@ uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *si
 uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, const WitnessArgs *args);
 uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args);
 uint64_t coord_checkpoint(Run *run, const CoordEnv *env, const SolPubkey *signer, const Checkpoint *checkpoint);
+uint64_t coord_vote_weights(Run *run, const CoordEnv *env, const SolPubkey *signer, const VoteWeightsArgs *args);
+/* Anyone may move a wallet's unclaimed points (*points) out of the registry, into its Points account. */
+uint64_t coord_settle_points(Run *run, const SolPubkey *wallet, uint64_t *points);
+/* Whether some registry entry still holds unclaimed points (close_run refuses then). */
+bool coord_points_unclaimed(const Run *run);
+/* A conviction: who, why, for which step; `forfeited` is filled with the unclaimed points it lost. */
+typedef struct {
+  uint16_t index;
+  uint8_t reason; /* CONVICTION_REASON_* */
+  uint32_t step;
+  uint64_t forfeited;
+} Conviction;
+/* Convict an epoch client (the program checked the proof): it stops being a member and forfeits its
+   unclaimed points. */
+uint64_t coord_convict(Run *run, const CoordEnv *env, Conviction *conviction);
 
 /* ---- validation (also used before sending); *why names the rule that failed */
 uint64_t coord_check_config(const RunConfig *config, const char **why);
@@ -48,25 +63,28 @@ uint64_t coord_check_metadata(const RunMetadata *metadata, const char **why);
 
 /* ---- pure helpers shared with clients */
 bool coord_is_halted(uint8_t run_state);
+/* A strict majority of the seats: floor(witness_nodes / 2) + 1. A step's results root needs this many
+   seats behind it; a trainer is unhealthy once this many seats report not holding its result. */
 uint16_t coord_witness_quorum(uint16_t witness_nodes);
 uint32_t coord_batch_size(const RunConfig *config, const ModelConfig *model, uint64_t data_index);
-/* Position of `rank` in a swap-or-not shuffle of n items keyed by seed and salt ("witness"/"committee"). */
-uint64_t coord_shuffled_index(uint64_t rank, uint64_t n, uint64_t seed, const char *salt, uint64_t salt_len);
-/* The witness position of epoch client `index` in `round` (UINT64_MAX when it is not training). */
+/* The round's witness order: its active clients shuffled (Fisher-Yates, keyed by the round seed and
+   "witness"). out[p] = the epoch index at position p. Returns the count. */
+uint64_t coord_witness_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
+/* The position of epoch client `index` in the round's witness order (UINT64_MAX when it is not training). */
 uint64_t coord_witness_position(const Round *round, uint16_t index);
-/* Positions that may witness the current round: witness_nodes, plus one for each of the round's trainers
-   that stopped being healthy (so an elected witness dropped mid-round hands its place down the shuffle). */
-uint64_t coord_witness_slots(const Run *run);
+/* The seat of epoch client `index` in the current round: its position when it is among the first
+   witness_nodes positions, in order, whose client is healthy (and not a persistent dissenter) or has
+   already witnessed; UINT64_MAX otherwise. A seat passes down the order only when its client is lost. */
+uint64_t coord_witness_seat(const Run *run, uint16_t index);
 /* Trainers of a round in data order: out[k] = the epoch index of the k-th batch's trainer. Returns count. */
 uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
 /* Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers. */
 void coord_batch_interval(const Round *round, uint64_t trainers, uint64_t k, uint64_t *start, uint64_t *end);
-/* Bloom of 32-byte commitment hashes, keyed by the witness's salt. */
-void coord_bloom_insert(uint8_t bloom[COORD_BLOOM_BYTES], uint64_t salt, const uint8_t item[32]);
-bool coord_bloom_contains(const uint8_t bloom[COORD_BLOOM_BYTES], uint64_t salt, const uint8_t item[32]);
 /* Bits of a 256-bit client bitmap. */
 static inline bool coord_bit(const uint8_t *bitmap, uint64_t i) { return (bitmap[i / 8] >> (i % 8)) & 1; }
 static inline void coord_set_bit(uint8_t *bitmap, uint64_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }
 const Round *coord_current_round(const Run *run);
 /* The round `back` rounds before the current one in this epoch, or NULL. */
 const Round *coord_round_back(const Run *run, uint32_t back);
+/* The witness records of a stored round (the one coord_round_back(run, back) returns). */
+const Witness *coord_round_records(const Run *run, uint32_t back);

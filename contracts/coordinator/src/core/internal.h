@@ -19,6 +19,7 @@ static inline bool bytes_are_zero(const uint8_t *bytes, uint64_t n) {
 static inline bool pubkey_is_zero(const SolPubkey *key) { return bytes_are_zero(key->x, SIZE_PUBKEY); }
 
 static inline Round *current_round(Run *run) { return &run->epoch.rounds[run->epoch.rounds_head % COORD_NUM_ROUNDS]; }
+static inline Witness *current_records(Run *run) { return run->witnesses[run->epoch.rounds_head % COORD_NUM_ROUNDS].records; }
 
 /* state_machine.c */
 void change_state(Run *run, const CoordEnv *env, uint8_t to);
@@ -30,6 +31,8 @@ bool phase_over(const Run *run, const CoordEnv *env, uint64_t duration);
 void start_waiting_for_members(Run *run, const CoordEnv *env);
 void withdraw_all(Run *run);
 uint64_t healthy_count(const Run *run);
+/* A member's state changed (or the list did): clients re-read the member list when this moves. */
+static inline void members_changed(Run *run) { run->epoch.members_nonce++; }
 /* Tick as part of another instruction: a due transition happens, "nothing due" is not an error. */
 void tick_opportunistically(Run *run, const CoordEnv *env);
 

@@ -10,7 +10,7 @@ uint64_t find_registry(const Run *run, const SolPubkey *signer) {
 
 uint64_t find_epoch_client(const Run *run, const SolPubkey *signer) {
   for (uint64_t i = 0; i < run->epoch.clients_len && i < COORD_MAX_CLIENTS; i++)
-    if (sol_pubkey_eq(&run->epoch.clients[i].signer, signer)) return i;
+    if (sol_pubkey_eq(&run->clients[i].signer, signer)) return i;
   return NOT_FOUND;
 }
 
@@ -43,7 +43,7 @@ uint64_t coord_init(Run *run, const uint8_t run_id[COORD_RUN_ID_LEN], const SolP
 static void registry_remove(Run *run, uint64_t r) {
   uint64_t last = run->registry_len - 1;
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
-    Client *c = &run->epoch.clients[i];
+    Client *c = &run->clients[i];
     if (c->registry_index == r) c->registry_index = COORD_NO_REGISTRY;
     else if (c->registry_index == last) c->registry_index = (uint16_t)r;
   }
@@ -53,12 +53,13 @@ static void registry_remove(Run *run, uint64_t r) {
 }
 
 /* A slot to reuse when the registry is full: the entry that joined longest ago, among those neither
-   pending, nor a healthy member of the running epoch, nor holding unclaimed points. */
+   pending, nor a healthy member of the running epoch, nor holding unclaimed points (anyone can settle
+   those into the wallet's Points account first: settle_points, so such entries cannot lock the registry). */
 static uint64_t stale_registry_entry(const Run *run) {
   uint8_t members[COORD_MAX_CLIENTS / 8] = {0};
   bool running = !coord_is_halted(run->run_state) && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS;
   for (uint64_t i = 0; running && i < run->epoch.clients_len; i++) {
-    const Client *c = &run->epoch.clients[i];
+    const Client *c = &run->clients[i];
     if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < COORD_MAX_CLIENTS) coord_set_bit(members, c->registry_index);
   }
   uint64_t best = NOT_FOUND;
@@ -90,8 +91,9 @@ static bool identity_taken(const Run *run, const SolPubkey *signer, const SolPub
   return false;
 }
 
-/* The node's key is proven by the program (an Ed25519 instruction in the same transaction); the core
-   checks what is about the run. The endpoint is not stored, only published in ClientJoined. */
+/* The node's key is proven by the program (an Ed25519 instruction in the same transaction, over a message
+   that names the join marker, so it is good for this joining window only); the core checks what is about
+   the run. The endpoint goes to the wallet's Endpoint account (the program writes it) and ClientJoined. */
 uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, const JoinRunArgs *args) {
   if (run->run_state == RUN_STATE_FINISHED) return ERR_FINISHED;
   /* Paused too: resuming voids every earlier join, so accepting one now would be a silent no-op */
@@ -136,6 +138,40 @@ uint64_t coord_claim_points(Run *run, const SolPubkey *signer, uint64_t *points)
   return SUCCESS;
 }
 
+uint64_t coord_settle_points(Run *run, const SolPubkey *wallet, uint64_t *points) {
+  return coord_claim_points(run, wallet, points); /* the same move; the program lets anyone pay for it */
+}
+
+bool coord_points_unclaimed(const Run *run) {
+  for (uint64_t r = 0; r < run->registry_len; r++)
+    if (run->registry[r].earned) return true;
+  return false;
+}
+
+uint64_t coord_convict(Run *run, const CoordEnv *env, Conviction *conviction) {
+  if (conviction->index >= run->epoch.clients_len) return ERR_NOT_IN_EPOCH;
+  Client *c = &run->clients[conviction->index];
+  if (c->state == CLIENT_STATE_CONVICTED) return ERR_NO_CHANGE;
+  if (c->state == CLIENT_STATE_HEALTHY) c->exited_height = coord_current_round(run)->height;
+  c->state = CLIENT_STATE_CONVICTED;
+  conviction->forfeited = 0;
+  if (c->registry_index < run->registry_len) {
+    conviction->forfeited = run->registry[c->registry_index].earned;
+    run->registry[c->registry_index].earned = 0;
+  }
+  members_changed(run);
+  ClientConvicted event = {0};
+  event.run = *env->run_key;
+  event.signer = c->signer;
+  event.index = conviction->index;
+  event.reason = conviction->reason;
+  event.step = conviction->step;
+  event.forfeited = conviction->forfeited;
+  coord_emit(EVENT_CLIENT_CONVICTED, &event, sizeof(event));
+  tick_opportunistically(run, env);
+  return SUCCESS;
+}
+
 bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer) {
   uint64_t r = find_registry(run, signer);
   if (r == NOT_FOUND || run->registry[r].join_marker != run->next_active) return false;
@@ -151,10 +187,11 @@ uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint
   if (r == NOT_FOUND) return ERR_NOT_A_CLIENT;
   *points = run->registry[r].earned;
   uint64_t i = find_epoch_client(run, signer);
-  if (i != NOT_FOUND && run->epoch.clients[i].state == CLIENT_STATE_HEALTHY && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS &&
+  if (i != NOT_FOUND && run->clients[i].state == CLIENT_STATE_HEALTHY && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS &&
       !coord_is_halted(run->run_state)) {
-    run->epoch.clients[i].state = CLIENT_STATE_WITHDRAWN;
-    run->epoch.clients[i].exited_height = coord_current_round(run)->height;
+    run->clients[i].state = CLIENT_STATE_WITHDRAWN;
+    run->clients[i].exited_height = coord_current_round(run)->height;
+    members_changed(run);
   }
   registry_remove(run, r);
   ClientExited event = {*env->run_key, *signer};
@@ -164,15 +201,18 @@ uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint
 }
 
 /* Drop clients the previous round's witnesses did not see. Witnesses of round h-1 attest the results of
-   round h-2, so a client is unhealthy when it trained in round h-2 and fewer than a quorum of those
-   witnesses list it. All listed clients must be unhealthy, or nothing happens. */
+   round h-2, so a client is unhealthy when it trained in round h-2 and a strict majority of the seats
+   submitted a record that leaves it out: no minority of witnesses (one of two, a censor among three) can
+   evict anyone, and a seat that never reported counts for nobody. All listed clients must be unhealthy,
+   or nothing happens. */
 uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args) {
   if (run->run_state != RUN_STATE_ROUND_TRAIN && run->run_state != RUN_STATE_ROUND_WITNESS) return ERR_INVALID_RUN_STATE;
   if (run->seed_pending) return ERR_SEED_PENDING;
   uint64_t me = find_epoch_client(run, signer);
-  if (me == NOT_FOUND || run->epoch.clients[me].state != CLIENT_STATE_HEALTHY) return ERR_NOT_IN_EPOCH;
+  if (me == NOT_FOUND || run->clients[me].state != CLIENT_STATE_HEALTHY) return ERR_NOT_IN_EPOCH;
   const Round *witnessed = coord_round_back(run, 1), *trained = coord_round_back(run, 2);
   if (witnessed == NULL || trained == NULL) return ERR_INVALID_RUN_STATE;
+  const Witness *records = coord_round_records(run, 1);
   if (args->count == 0 || args->count > COORD_MAX_HEALTH_CHECKS) return ERR_INVALID_HEALTH_CHECK;
   /* unused indices are zero: one encoding per check */
   if (!bytes_are_zero((const uint8_t *)(args->indices + args->count), (COORD_MAX_HEALTH_CHECKS - args->count) * 2))
@@ -182,16 +222,16 @@ uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *sign
   for (uint64_t k = 0; k < args->count; k++) {
     uint16_t index = args->indices[k];
     if (index >= run->epoch.clients_len || coord_bit(listed, index)) return ERR_INVALID_HEALTH_CHECK;
-    if (run->epoch.clients[index].state != CLIENT_STATE_HEALTHY || !coord_bit(trained->active_mask, index))
+    if (run->clients[index].state != CLIENT_STATE_HEALTHY || !coord_bit(trained->active_mask, index))
       return ERR_INVALID_HEALTH_CHECK;
-    uint64_t seen = 0;
-    for (uint64_t w = 0; w < witnessed->witnesses_len; w++) seen += coord_bit(witnessed->witnesses[w].participants, index);
-    if (seen >= quorum) return ERR_INVALID_HEALTH_CHECK;
+    uint64_t missed = 0;
+    for (uint64_t w = 0; w < witnessed->witnesses_len; w++) missed += !coord_bit(records[w].participants, index);
+    if (missed < quorum) return ERR_INVALID_HEALTH_CHECK;
     coord_set_bit(listed, index);
   }
   uint32_t height = coord_current_round(run)->height;
   for (uint64_t k = 0; k < args->count; k++) {
-    Client *c = &run->epoch.clients[args->indices[k]];
+    Client *c = &run->clients[args->indices[k]];
     c->state = CLIENT_STATE_DROPPED;
     c->exited_height = height;
     ClientDropped event = {0};
@@ -200,6 +240,7 @@ uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *sign
     event.index = args->indices[k];
     coord_emit(EVENT_CLIENT_DROPPED, &event, sizeof(event));
   }
+  members_changed(run);
   tick_opportunistically(run, env);
   return SUCCESS;
 }

@@ -5,13 +5,10 @@ bool coord_is_halted(uint8_t run_state) {
   return run_state == RUN_STATE_UNINITIALIZED || run_state == RUN_STATE_FINISHED || run_state == RUN_STATE_PAUSED;
 }
 
-/* Quorum of a round's witnesses, always relative to the configured count (never to the arrivals):
-   1, 2, 2 for 1, 2, 3 witnesses, else floor(2n/3). */
-uint16_t coord_witness_quorum(uint16_t witness_nodes) {
-  if (witness_nodes <= 1) return 1;
-  if (witness_nodes <= 3) return 2;
-  return (uint16_t)(2 * (uint64_t)witness_nodes / 3);
-}
+/* Quorum of a round's witnesses, always relative to the configured seats (never to the arrivals): a
+   strict majority, so two different results roots can never both have one, and no minority of seats can
+   decide a step or drop a trainer. */
+uint16_t coord_witness_quorum(uint16_t witness_nodes) { return (uint16_t)(witness_nodes / 2 + 1); }
 
 /* Global batch size (sequences) of a round starting at `data_index`: a linear ramp from start to end over
    the first global_batch_size_warmup_tokens tokens, then end. Psyche computes round(start + (end - start)
@@ -68,8 +65,12 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
   if (c->init_min_clients > c->global_batch_size_start)
     FAIL(ERR_CONFIG_INVALID, "init_min_clients must be <= global_batch_size_start (every trainer needs data)");
   if (c->total_steps == 0) FAIL(ERR_CONFIG_INVALID, "total_steps must be > 0");
-  if (c->witness_nodes == 0 || c->witness_nodes > c->min_clients || c->witness_nodes > COORD_MAX_WITNESSES)
-    FAIL(ERR_CONFIG_INVALID, "witness_nodes must be > 0, <= min_clients and <= 32");
+  if (c->witness_nodes == 0 || c->witness_nodes > COORD_MAX_WITNESSES || c->witness_nodes > c->init_min_clients)
+    FAIL(ERR_CONFIG_INVALID, "witness_nodes must be > 0, <= 32 and <= init_min_clients (every seat filled at the start)");
+  if (coord_witness_quorum(c->witness_nodes) > c->min_clients)
+    FAIL(ERR_CONFIG_INVALID, "a strict majority of witness_nodes must be <= min_clients (else no step can be decided)");
+  if (c->witness_nodes < 3 && c->init_min_clients >= 3)
+    FAIL(ERR_CONFIG_INVALID, "witness_nodes must be >= 3 once init_min_clients >= 3 (with 2 seats one witness can block every step)");
   if (c->join_policy >= JOIN_POLICY_COUNT) FAIL(ERR_CONFIG_INVALID, "join_policy is not a known policy");
   return SUCCESS;
 }

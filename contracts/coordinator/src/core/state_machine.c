@@ -1,5 +1,6 @@
-/* Phases and their timeouts (psyche-reference 1.4-1.6), with a round seed nobody can compute before the
-   round's inputs are final. All times are whole seconds of chain time. */
+/* Phases and their timeouts (psyche-reference 1.4-1.6), with round seeds nobody can compute before the
+   inputs they depend on are final, fixed one round ahead so clients can train back to back. All times are
+   whole seconds of chain time. */
 #include "internal.h"
 
 const Round *coord_current_round(const Run *run) {
@@ -10,6 +11,11 @@ const Round *coord_round_back(const Run *run, uint32_t back) {
   const Round *current = coord_current_round(run);
   if (back > current->height || back >= COORD_NUM_ROUNDS) return NULL;
   return &run->epoch.rounds[(run->epoch.rounds_head + COORD_NUM_ROUNDS - back) % COORD_NUM_ROUNDS];
+}
+
+const Witness *coord_round_records(const Run *run, uint32_t back) {
+  if (coord_round_back(run, back) == NULL) return NULL;
+  return run->witnesses[(run->epoch.rounds_head + COORD_NUM_ROUNDS - back) % COORD_NUM_ROUNDS].records;
 }
 
 /* Due when `duration` seconds have passed since `since`, and never in the second a phase began. */
@@ -23,7 +29,7 @@ bool phase_over(const Run *run, const CoordEnv *env, uint64_t duration) {
 
 uint64_t healthy_count(const Run *run) {
   uint64_t n = 0;
-  for (uint64_t i = 0; i < run->epoch.clients_len; i++) n += run->epoch.clients[i].state == CLIENT_STATE_HEALTHY;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) n += run->clients[i].state == CLIENT_STATE_HEALTHY;
   return n;
 }
 
@@ -49,39 +55,52 @@ void change_state(Run *run, const CoordEnv *env, uint8_t to) {
 void withdraw_all(Run *run) {
   uint32_t height = coord_current_round(run)->height;
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
-    Client *c = &run->epoch.clients[i];
+    Client *c = &run->clients[i];
     if (c->state == CLIENT_STATE_HEALTHY) {
       c->state = CLIENT_STATE_WITHDRAWN;
       c->exited_height = height;
     }
   }
+  members_changed(run);
 }
 
-/* The hash of the oldest SlotHashes entry at or after `slot`: the slot itself once it is an ancestor
-   (SlotHashes lists the last 512 blocks, newest first; slots without a block are absent). Zero when there
-   is none, which on chain cannot happen once a later slot runs. */
-static void slot_hash_from(const CoordEnv *env, uint64_t slot, uint8_t out[32]) {
-  sol_memset(out, 0, 32);
-  if (env->slot_hashes == NULL || env->slot_hashes_len < 8) return;
+/* The hash of the first block at or after `slot`, when SlotHashes proves it is the first: an entry older
+   than `slot` is listed too, so no block between them has aged out (SlotHashes lists the last 512 blocks,
+   newest first; slots without a block are absent). False when the slot is too old to tell: then the hash
+   that would serve may have been public for minutes, and the inputs freeze again instead. */
+static bool slot_hash_from(const CoordEnv *env, uint64_t slot, uint8_t out[32]) {
+  if (env->slot_hashes == NULL || env->slot_hashes_len < 8) return false;
   uint64_t count = sol_min_u64(sol_get_u64(env->slot_hashes), (env->slot_hashes_len - 8) / 40);
+  bool found = false;
   for (uint64_t i = 0; i < count; i++) {
     const uint8_t *entry = env->slot_hashes + 8 + 40 * i;
-    if (sol_get_u64(entry) < slot) break;
+    if (sol_get_u64(entry) < slot) return found;
     sol_memcpy(out, entry + 8, 32);
+    found = true;
   }
+  return false;
 }
 
-/* The next round's seed: sha256(previous seed || hash of the slot its inputs froze in || digest of the
-   witnesses of the round that is ending)[0..8]. The instruction that freezes the inputs (after it, no
-   witness digest or member of the next round can change) runs in that slot, whose hash does not exist
-   until the slot is over: neither its sender nor any witness can know the seed in advance, and no later
-   sender can change an input. What is left is the slot leader's influence on its own block. */
-static uint64_t next_seed(const Run *run, const CoordEnv *env) {
-  uint8_t last[8], frozen[32], digest[32];
+/* A new seed: sha256(previous seed || hash of the slot the inputs froze in || digest of the witness records
+   of the round that ended)[0..8]. The instruction that freezes the inputs (after it, no witness record or
+   healthy set it depends on can change) runs in that slot, whose hash does not exist until the slot is
+   over: neither its sender nor any witness can know the seed in advance, and no later sender can change
+   an input. What is left is the slot leader's influence on its own block. */
+static uint64_t derive_seed(const Run *run, const uint8_t frozen[32]) {
+  uint8_t last[8], digest[32];
   sol_put_u64(last, run->last_seed);
-  slot_hash_from(env, run->seed_slot, frozen);
   SolBytes parts[3] = {{last, 8}, {frozen, 32}, {coord_current_round(run)->witness_digest, 32}};
   coord_sha256(parts, 3, digest);
+  return sol_get_u64(digest);
+}
+
+/* The first round of an epoch also needs the second's seed at once: derived from the first's. */
+static uint64_t follow_seed(uint64_t seed) {
+  static const char tag[] = "cohort/next-seed";
+  uint8_t le[8], digest[32];
+  sol_put_u64(le, seed);
+  SolBytes parts[2] = {{(const uint8_t *)tag, sizeof(tag) - 1}, {le, 8}};
+  coord_sha256(parts, 2, digest);
   return sol_get_u64(digest);
 }
 
@@ -90,12 +109,15 @@ void freeze_round_inputs(Run *run, const CoordEnv *env) {
   run->seed_slot = env->slot;
   sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
   for (uint64_t i = 0; i < run->epoch.clients_len; i++)
-    if (run->epoch.clients[i].state == CLIENT_STATE_HEALTHY) coord_set_bit(run->seed_mask, i);
+    if (run->clients[i].state == CLIENT_STATE_HEALTHY) coord_set_bit(run->seed_mask, i);
 }
 
-static void start_round_train(Run *run, const CoordEnv *env) {
+/* Round h starts with the seed and trainers fixed when round h-1 started, so every client knew its batch
+   one round ahead (it trains back to back, prefetching data); the seed and trainers derived now, from the
+   inputs that froze at round h-1's end, are round h+1's. */
+static void start_round_train(Run *run, const CoordEnv *env, const uint8_t frozen[32]) {
   EpochState *epoch = &run->epoch;
-  uint64_t seed = next_seed(run, env);
+  uint64_t seed = derive_seed(run, frozen);
   const Round *previous = coord_current_round(run);
   uint64_t data_index;
   uint32_t height;
@@ -111,11 +133,20 @@ static void start_round_train(Run *run, const CoordEnv *env) {
   }
   Round *round = current_round(run);
   sol_memset(round, 0, sizeof(Round));
+  sol_memset(current_records(run), 0, sizeof(RoundWitnesses));
   round->data_index = data_index;
   round->height = height;
-  round->random_seed = seed;
   round->batch_size = coord_batch_size(&run->config, &run->model, data_index);
-  sol_memcpy(round->active_mask, run->seed_mask, sizeof(round->active_mask)); /* frozen with the inputs */
+  if (first) {
+    round->random_seed = seed;
+    sol_memcpy(round->active_mask, run->seed_mask, sizeof(round->active_mask));
+    run->next_seed = follow_seed(seed);
+  } else {
+    round->random_seed = run->next_seed;
+    sol_memcpy(round->active_mask, run->next_mask, sizeof(round->active_mask));
+    run->next_seed = seed;
+  }
+  sol_memcpy(run->next_mask, run->seed_mask, sizeof(run->next_mask));
   for (uint64_t i = 0; i < epoch->clients_len; i++) round->active_count += coord_bit(round->active_mask, i);
   run->last_seed = seed;
   if (first) run->next_active++; /* this epoch's joins are consumed: joining again means the next epoch */
@@ -133,11 +164,15 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   uint8_t previous_members[COORD_MAX_CLIENTS / 8] = {0};
   for (uint64_t i = 0; i < epoch->clients_len; i++)
-    if (epoch->clients[i].registry_index < COORD_MAX_CLIENTS) coord_set_bit(previous_members, epoch->clients[i].registry_index);
+    if (run->clients[i].registry_index < COORD_MAX_CLIENTS) coord_set_bit(previous_members, run->clients[i].registry_index);
   bool returning = false;
   uint64_t capacity = epoch_capacity(run);
   bool cold_start = epoch->cold_start_epoch;
+  uint64_t members_nonce = epoch->members_nonce;
   sol_memset(epoch, 0, sizeof(EpochState));
+  sol_memset(run->witnesses, 0, sizeof(run->witnesses));
+  sol_memset(run->clients, 0, sizeof(run->clients));
+  epoch->members_nonce = members_nonce + 1;
   epoch->cold_start_epoch = cold_start;
   epoch->first_round = true;
   epoch->start_step = run->progress.step;
@@ -146,7 +181,7 @@ static void start_epoch(Run *run, const CoordEnv *env) {
     const RegistryEntry *entry = &run->registry[r];
     if (entry->join_marker != run->next_active) continue;
     returning |= coord_bit(previous_members, r);
-    Client *c = &epoch->clients[epoch->clients_len++];
+    Client *c = &run->clients[epoch->clients_len++];
     c->signer = entry->signer;
     c->p2p_identity = entry->p2p_identity;
     c->state = CLIENT_STATE_HEALTHY;
@@ -158,8 +193,10 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   change_state(run, env, RUN_STATE_WARMUP);
 }
 
-/* The round is over (its witness time ran out, or every elected witness reported): the next one, if any,
-   waits for its seed. */
+/* The round is over (its step was decided, or its witness time ran out): the next one, if any, waits for
+   its seed. A step is trained in its round and attested in the next, so when the epoch must end (its time
+   is up, or the run's last step is near) one more round trains nothing and only attests the last trained
+   step: Cooldown then applies everything that was trained. */
 void end_round(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   const Round *round = coord_current_round(run);
@@ -171,12 +208,12 @@ void end_round(Run *run, const CoordEnv *env) {
     change_state(run, env, RUN_STATE_COOLDOWN);
     return;
   }
-  if (epoch->last_step == 0 && timed_out(epoch->start_timestamp, env->now, config->epoch_time) &&
-      run->progress.step + 2 >= 4)
-    epoch->last_step = run->progress.step + 2; /* two flush rounds apply the results still in flight */
-  bool flushed = epoch->last_step != 0 && run->progress.step == epoch->last_step;
+  if (epoch->last_step == 0 && (timed_out(epoch->start_timestamp, env->now, config->epoch_time) ||
+                                (uint64_t)run->progress.step + 1 >= config->total_steps))
+    epoch->last_step = run->progress.step + 1; /* the round of this step is the flush */
+  bool flushed = epoch->last_step != 0 && run->progress.step >= epoch->last_step;
   if (flushed || healthy_count(run) < config->min_clients || round->witnesses_len < coord_witness_quorum(config->witness_nodes) ||
-      run->progress.step >= config->total_steps || run->pending_pause) {
+      run->progress.step > config->total_steps || run->pending_pause) {
     change_state(run, env, RUN_STATE_COOLDOWN);
     return;
   }
@@ -190,7 +227,7 @@ static void end_epoch(Run *run, const CoordEnv *env) {
   run->progress.epoch++;
   uint64_t rounds = (uint64_t)round->height + 1;
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
-    const Client *c = &run->epoch.clients[i];
+    const Client *c = &run->clients[i];
     if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < run->registry_len)
       run->registry[c->registry_index].earned = sol_sat_add_u64(run->registry[c->registry_index].earned, rounds);
   }
@@ -208,10 +245,17 @@ static void end_epoch(Run *run, const CoordEnv *env) {
   start_waiting_for_members(run, env);
 }
 
-/* Seed pending: any instruction from the next slot on starts the round (a plain tick does). */
+/* Seed pending: any instruction from the next slot on starts the round (a plain tick does). If nobody did
+   while SlotHashes could still prove which block followed the freezing slot, the inputs freeze again now:
+   never a fallback to a hash that has long been public. */
 static uint64_t start_pending_round(Run *run, const CoordEnv *env) {
   if (env->slot <= run->seed_slot) return ERR_SEED_PENDING;
-  start_round_train(run, env);
+  uint8_t frozen[32];
+  if (!slot_hash_from(env, run->seed_slot, frozen)) {
+    freeze_round_inputs(run, env);
+    return SUCCESS;
+  }
+  start_round_train(run, env, frozen);
   return SUCCESS;
 }
 

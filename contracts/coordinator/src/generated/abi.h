@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 2
+#define COORD_VERSION 3
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -17,9 +17,8 @@
 #define COORD_REVISION_LEN 64
 #define COORD_URL_LEN 192
 #define COORD_PARTICIPANT_BITMAP_LEN 32
-#define COORD_BLOOM_BYTES 512
-#define COORD_BLOOM_HASHES 10
 #define COORD_ENDPOINT_LEN 160
+#define COORD_DISSENT_LIMIT 3
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
 #define RUN_STATE_UNINITIALIZED 0
@@ -32,11 +31,17 @@
 #define RUN_STATE_PAUSED 7
 #define RUN_STATE_COUNT 8
 
-/* ClientState: Dropped: failed a health check. Withdrawn: left (exit_run) or the run halted. */
+/* ClientState: Dropped: failed a health check. Withdrawn: left (exit_run) or the run halted. Convicted: proven dishonest (its unclaimed points are forfeited). */
 #define CLIENT_STATE_HEALTHY 0
 #define CLIENT_STATE_DROPPED 1
 #define CLIENT_STATE_WITHDRAWN 2
-#define CLIENT_STATE_COUNT 3
+#define CLIENT_STATE_CONVICTED 3
+#define CLIENT_STATE_COUNT 4
+
+/* ConvictionReason: Equivocation: two signed results with different commitments for one step. */
+#define CONVICTION_REASON_EQUIVOCATION 0
+#define CONVICTION_REASON_FAILED_VERIFICATION 1
+#define CONVICTION_REASON_COUNT 2
 
 /* CheckpointKind: Where joiners get the model: a Hugging Face repo (Hub), a GCS bucket (Gcs), or peers (P2P*, with the repo as fallback when no peer is left). */
 #define CHECKPOINT_KIND_DUMMY 0
@@ -206,81 +211,101 @@ typedef struct {
   SolPubkey signer;
   SolPubkey p2p_identity;
   uint8_t state; /* ClientState */
-  uint8_t _pad;
+  uint8_t dissents;
   uint16_t registry_index;
   uint32_t exited_height;
+  uint8_t weights_vote[32];
 } Client;
-SOL_STATIC_ASSERT(sizeof(Client) == 72, "Client layout");
+SOL_STATIC_ASSERT(sizeof(Client) == 104, "Client layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, signer) == 0, "Client.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, p2p_identity) == 32, "Client.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, state) == 64, "Client.state");
-SOL_STATIC_ASSERT(__builtin_offsetof(Client, _pad) == 65, "Client._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, dissents) == 65, "Client.dissents");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, registry_index) == 66, "Client.registry_index");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, exited_height) == 68, "Client.exited_height");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, weights_vote) == 72, "Client.weights_vote");
 
 typedef struct {
   uint16_t index;
   uint16_t position;
   uint32_t _pad;
   uint8_t participants[COORD_PARTICIPANT_BITMAP_LEN];
-  uint64_t bloom_salt;
-  uint8_t broadcast_bloom[COORD_BLOOM_BYTES];
+  uint8_t results_root[32];
+  uint64_t weights_digest;
 } Witness;
-SOL_STATIC_ASSERT(sizeof(Witness) == 560, "Witness layout");
+SOL_STATIC_ASSERT(sizeof(Witness) == 80, "Witness layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Witness, index) == 0, "Witness.index");
 SOL_STATIC_ASSERT(__builtin_offsetof(Witness, position) == 2, "Witness.position");
 SOL_STATIC_ASSERT(__builtin_offsetof(Witness, _pad) == 4, "Witness._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(Witness, participants) == 8, "Witness.participants");
-SOL_STATIC_ASSERT(__builtin_offsetof(Witness, bloom_salt) == 40, "Witness.bloom_salt");
-SOL_STATIC_ASSERT(__builtin_offsetof(Witness, broadcast_bloom) == 48, "Witness.broadcast_bloom");
+SOL_STATIC_ASSERT(__builtin_offsetof(Witness, results_root) == 40, "Witness.results_root");
+SOL_STATIC_ASSERT(__builtin_offsetof(Witness, weights_digest) == 72, "Witness.weights_digest");
 
+/* One stored round's summary (its witness records are in Run.witnesses, outside the hot prefix). */
 typedef struct {
-  Witness witnesses[COORD_MAX_WITNESSES];
   uint8_t active_mask[COORD_PARTICIPANT_BITMAP_LEN];
+  uint8_t witnessed_mask[COORD_PARTICIPANT_BITMAP_LEN];
   uint8_t witness_digest[32];
+  uint8_t decided_root[32];
   uint64_t data_index;
   uint64_t random_seed;
+  uint64_t weights_digest;
   uint32_t height;
+  uint32_t batch_size;
   uint16_t witnesses_len;
   uint16_t active_count;
-  uint32_t batch_size;
-  uint32_t _pad;
+  uint16_t decided_votes;
+  uint16_t digest_votes;
+  uint8_t decided;
+  uint8_t _pad[7];
 } Round;
-SOL_STATIC_ASSERT(sizeof(Round) == 18016, "Round layout");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnesses) == 0, "Round.witnesses");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_mask) == 17920, "Round.active_mask");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, witness_digest) == 17952, "Round.witness_digest");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, data_index) == 17984, "Round.data_index");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, random_seed) == 17992, "Round.random_seed");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, height) == 18000, "Round.height");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnesses_len) == 18004, "Round.witnesses_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_count) == 18006, "Round.active_count");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, batch_size) == 18008, "Round.batch_size");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, _pad) == 18012, "Round._pad");
+SOL_STATIC_ASSERT(sizeof(Round) == 176, "Round layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_mask) == 0, "Round.active_mask");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnessed_mask) == 32, "Round.witnessed_mask");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, witness_digest) == 64, "Round.witness_digest");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_root) == 96, "Round.decided_root");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, data_index) == 128, "Round.data_index");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, random_seed) == 136, "Round.random_seed");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, weights_digest) == 144, "Round.weights_digest");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, height) == 152, "Round.height");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, batch_size) == 156, "Round.batch_size");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnesses_len) == 160, "Round.witnesses_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_count) == 162, "Round.active_count");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_votes) == 164, "Round.decided_votes");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, digest_votes) == 166, "Round.digest_votes");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided) == 168, "Round.decided");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, _pad) == 169, "Round._pad");
+
+/* The witness records of one stored round. */
+typedef struct {
+  Witness records[COORD_MAX_WITNESSES];
+} RoundWitnesses;
+SOL_STATIC_ASSERT(sizeof(RoundWitnesses) == 2560, "RoundWitnesses layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(RoundWitnesses, records) == 0, "RoundWitnesses.records");
 
 typedef struct {
   Round rounds[COORD_NUM_ROUNDS];
-  Client clients[COORD_MAX_CLIENTS];
   uint32_t clients_len;
   uint32_t rounds_head;
   uint32_t start_step;
   uint32_t last_step;
   int64_t start_timestamp;
+  uint64_t members_nonce;
   uint8_t first_round;
   uint8_t cold_start_epoch;
   uint8_t _pad[6];
 } EpochState;
-SOL_STATIC_ASSERT(sizeof(EpochState) == 90528, "EpochState layout");
+SOL_STATIC_ASSERT(sizeof(EpochState) == 744, "EpochState layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds) == 0, "EpochState.rounds");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients) == 72064, "EpochState.clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 90496, "EpochState.clients_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 90500, "EpochState.rounds_head");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_step) == 90504, "EpochState.start_step");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, last_step) == 90508, "EpochState.last_step");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_timestamp) == 90512, "EpochState.start_timestamp");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 90520, "EpochState.first_round");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 90521, "EpochState.cold_start_epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 90522, "EpochState._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 704, "EpochState.clients_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 708, "EpochState.rounds_head");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_step) == 712, "EpochState.start_step");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, last_step) == 716, "EpochState.last_step");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_timestamp) == 720, "EpochState.start_timestamp");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, members_nonce) == 728, "EpochState.members_nonce");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 736, "EpochState.first_round");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 737, "EpochState.cold_start_epoch");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 738, "EpochState._pad");
 
 typedef struct {
   SolPubkey signer;
@@ -311,6 +336,17 @@ SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, bytes_received) == 16, "Wi
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_loss) == 24, "WitnessMetadata.eval_loss");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_tokens) == 28, "WitnessMetadata.eval_tokens");
 
+/* What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || step || this). */
+typedef struct {
+  uint64_t batch_start;
+  uint64_t batch_end;
+  uint8_t commitment[32];
+} ResultStatement;
+SOL_STATIC_ASSERT(sizeof(ResultStatement) == 48, "ResultStatement layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(ResultStatement, batch_start) == 0, "ResultStatement.batch_start");
+SOL_STATIC_ASSERT(__builtin_offsetof(ResultStatement, batch_end) == 8, "ResultStatement.batch_end");
+SOL_STATIC_ASSERT(__builtin_offsetof(ResultStatement, commitment) == 16, "ResultStatement.commitment");
+
 /* The state of one training run (a zero-copy account, created by the client at its exact size). */
 typedef struct {
   uint32_t version;
@@ -319,48 +355,56 @@ typedef struct {
   uint8_t seed_pending;
   uint8_t _pad;
   uint64_t nonce;
+  int64_t run_state_start;
+  Progress progress;
+  uint64_t last_seed;
+  uint64_t next_seed;
+  uint64_t seed_slot;
+  uint8_t next_mask[COORD_PARTICIPANT_BITMAP_LEN];
+  uint8_t seed_mask[COORD_PARTICIPANT_BITMAP_LEN];
+  EpochState epoch;
+  RoundWitnesses witnesses[COORD_NUM_ROUNDS];
+  Client clients[COORD_MAX_CLIENTS];
   uint8_t run_id[COORD_RUN_ID_LEN];
   SolPubkey authority;
   SolPubkey join_authority;
   SolPubkey checkpointers[COORD_MAX_CHECKPOINTERS];
-  int64_t run_state_start;
-  uint64_t last_seed;
   RunMetadata metadata;
   RunConfig config;
   ModelConfig model;
-  Progress progress;
-  EpochState epoch;
   RegistryEntry registry[COORD_MAX_CLIENTS];
   uint32_t registry_len;
   uint32_t _pad2;
   uint64_t next_active;
-  uint64_t seed_slot;
-  uint8_t seed_mask[COORD_PARTICIPANT_BITMAP_LEN];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 112440, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 59560, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_pending) == 6, "Run.seed_pending");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad) == 7, "Run._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, nonce) == 8, "Run.nonce");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 16, "Run.run_id");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 48, "Run.authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 80, "Run.join_authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 112, "Run.checkpointers");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state_start) == 368, "Run.run_state_start");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, last_seed) == 376, "Run.last_seed");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 384, "Run.metadata");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 784, "Run.config");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 848, "Run.model");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, progress) == 1360, "Run.progress");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 1376, "Run.epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 91904, "Run.registry");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 112384, "Run.registry_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 112388, "Run._pad2");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 112392, "Run.next_active");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 112400, "Run.seed_slot");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 112408, "Run.seed_mask");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state_start) == 16, "Run.run_state_start");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, progress) == 24, "Run.progress");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, last_seed) == 40, "Run.last_seed");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_seed) == 48, "Run.next_seed");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 56, "Run.seed_slot");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_mask) == 64, "Run.next_mask");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 96, "Run.seed_mask");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 128, "Run.epoch");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 872, "Run.witnesses");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11112, "Run.clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 37736, "Run.run_id");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 37768, "Run.authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 37800, "Run.join_authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 37832, "Run.checkpointers");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 38088, "Run.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 38488, "Run.config");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 38552, "Run.model");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 39064, "Run.registry");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 59544, "Run.registry_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 59548, "Run._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 59552, "Run.next_active");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -384,15 +428,17 @@ typedef struct {
   uint8_t _pad[6];
   SolPubkey run;
   SolPubkey grantee;
+  SolPubkey join_authority;
 } JoinAuthorization;
-SOL_STATIC_ASSERT(sizeof(JoinAuthorization) == 72, "JoinAuthorization layout");
+SOL_STATIC_ASSERT(sizeof(JoinAuthorization) == 104, "JoinAuthorization layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, bump) == 0, "JoinAuthorization.bump");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, allowed) == 1, "JoinAuthorization.allowed");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, _pad) == 2, "JoinAuthorization._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, run) == 8, "JoinAuthorization.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, grantee) == 40, "JoinAuthorization.grantee");
+SOL_STATIC_ASSERT(__builtin_offsetof(JoinAuthorization, join_authority) == 72, "JoinAuthorization.join_authority");
 
-/* PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run and claim_points. */
+/* PDA ["points", run, wallet]: what a wallet earned in a run, filled by exit_run, claim_points and settle_points. */
 typedef struct {
   uint8_t bump;
   uint8_t _pad[7];
@@ -406,6 +452,25 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Points, _pad) == 1, "Points._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(Points, run) == 8, "Points.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(Points, wallet) == 40, "Points.wallet");
 SOL_STATIC_ASSERT(__builtin_offsetof(Points, points) == 72, "Points.points");
+
+/* PDA ["endpoint", run, wallet]: a member's network address, written by its join_run (peers read every member's with one getMultipleAccounts); closed by exit_run. */
+typedef struct {
+  uint8_t bump;
+  uint8_t _pad[7];
+  SolPubkey run;
+  SolPubkey wallet;
+  SolPubkey p2p_identity;
+  uint64_t join_marker;
+  uint8_t endpoint[COORD_ENDPOINT_LEN];
+} Endpoint;
+SOL_STATIC_ASSERT(sizeof(Endpoint) == 272, "Endpoint layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, bump) == 0, "Endpoint.bump");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, _pad) == 1, "Endpoint._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, run) == 8, "Endpoint.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, wallet) == 40, "Endpoint.wallet");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, p2p_identity) == 72, "Endpoint.p2p_identity");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, join_marker) == 104, "Endpoint.join_marker");
+SOL_STATIC_ASSERT(__builtin_offsetof(Endpoint, endpoint) == 112, "Endpoint.endpoint");
 
 typedef struct {
   uint8_t run_id[COORD_RUN_ID_LEN];
@@ -474,18 +539,18 @@ typedef struct {
   uint16_t index;
   uint16_t position;
   uint8_t participants[COORD_PARTICIPANT_BITMAP_LEN];
-  uint64_t bloom_salt;
-  uint8_t broadcast_bloom[COORD_BLOOM_BYTES];
+  uint8_t results_root[32];
+  uint64_t weights_digest;
   WitnessMetadata metadata;
 } WitnessArgs;
-SOL_STATIC_ASSERT(sizeof(WitnessArgs) == 592, "WitnessArgs layout");
+SOL_STATIC_ASSERT(sizeof(WitnessArgs) == 112, "WitnessArgs layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, step) == 0, "WitnessArgs.step");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, index) == 4, "WitnessArgs.index");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, position) == 6, "WitnessArgs.position");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, participants) == 8, "WitnessArgs.participants");
-SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, bloom_salt) == 40, "WitnessArgs.bloom_salt");
-SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, broadcast_bloom) == 48, "WitnessArgs.broadcast_bloom");
-SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, metadata) == 560, "WitnessArgs.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, results_root) == 40, "WitnessArgs.results_root");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, weights_digest) == 72, "WitnessArgs.weights_digest");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, metadata) == 80, "WitnessArgs.metadata");
 
 typedef struct {
   uint16_t count;
@@ -500,6 +565,38 @@ typedef struct {
 } CheckpointArgs;
 SOL_STATIC_ASSERT(sizeof(CheckpointArgs) == 232, "CheckpointArgs layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckpointArgs, checkpoint) == 0, "CheckpointArgs.checkpoint");
+
+typedef struct {
+  uint16_t index;
+  uint16_t _pad;
+  uint32_t step;
+  uint8_t manifest[32];
+} VoteWeightsArgs;
+SOL_STATIC_ASSERT(sizeof(VoteWeightsArgs) == 40, "VoteWeightsArgs layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(VoteWeightsArgs, index) == 0, "VoteWeightsArgs.index");
+SOL_STATIC_ASSERT(__builtin_offsetof(VoteWeightsArgs, _pad) == 2, "VoteWeightsArgs._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(VoteWeightsArgs, step) == 4, "VoteWeightsArgs.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(VoteWeightsArgs, manifest) == 8, "VoteWeightsArgs.manifest");
+
+typedef struct {
+  SolPubkey wallet;
+} SettlePointsArgs;
+SOL_STATIC_ASSERT(sizeof(SettlePointsArgs) == 32, "SettlePointsArgs layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(SettlePointsArgs, wallet) == 0, "SettlePointsArgs.wallet");
+
+typedef struct {
+  uint16_t index;
+  uint16_t _pad;
+  uint32_t step;
+  ResultStatement first;
+  ResultStatement second;
+} ReportEquivocationArgs;
+SOL_STATIC_ASSERT(sizeof(ReportEquivocationArgs) == 104, "ReportEquivocationArgs layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, index) == 0, "ReportEquivocationArgs.index");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, _pad) == 2, "ReportEquivocationArgs._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, step) == 4, "ReportEquivocationArgs.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, first) == 8, "ReportEquivocationArgs.first");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, second) == 56, "ReportEquivocationArgs.second");
 
 typedef struct {
   SolPubkey run;
@@ -549,15 +646,33 @@ typedef struct {
   uint32_t step;
   uint16_t index;
   uint16_t position;
+  uint8_t results_root[32];
+  uint64_t weights_digest;
   WitnessMetadata metadata;
 } WitnessSubmitted;
-SOL_STATIC_ASSERT(sizeof(WitnessSubmitted) == 104, "WitnessSubmitted layout");
+SOL_STATIC_ASSERT(sizeof(WitnessSubmitted) == 144, "WitnessSubmitted layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, run) == 0, "WitnessSubmitted.run");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, signer) == 32, "WitnessSubmitted.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, step) == 64, "WitnessSubmitted.step");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, index) == 68, "WitnessSubmitted.index");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, position) == 70, "WitnessSubmitted.position");
-SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, metadata) == 72, "WitnessSubmitted.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, results_root) == 72, "WitnessSubmitted.results_root");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, weights_digest) == 104, "WitnessSubmitted.weights_digest");
+SOL_STATIC_ASSERT(__builtin_offsetof(WitnessSubmitted, metadata) == 112, "WitnessSubmitted.metadata");
+
+typedef struct {
+  SolPubkey run;
+  uint32_t step;
+  uint16_t votes;
+  uint16_t _pad;
+  uint8_t results_root[32];
+} StepDecided;
+SOL_STATIC_ASSERT(sizeof(StepDecided) == 72, "StepDecided layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecided, run) == 0, "StepDecided.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecided, step) == 32, "StepDecided.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecided, votes) == 36, "StepDecided.votes");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecided, _pad) == 38, "StepDecided._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecided, results_root) == 40, "StepDecided.results_root");
 
 typedef struct {
   SolPubkey run;
@@ -570,6 +685,24 @@ SOL_STATIC_ASSERT(__builtin_offsetof(ClientDropped, run) == 0, "ClientDropped.ru
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientDropped, signer) == 32, "ClientDropped.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientDropped, index) == 64, "ClientDropped.index");
 SOL_STATIC_ASSERT(__builtin_offsetof(ClientDropped, _pad) == 66, "ClientDropped._pad");
+
+typedef struct {
+  SolPubkey run;
+  SolPubkey signer;
+  uint16_t index;
+  uint8_t reason; /* ConvictionReason */
+  uint8_t _pad;
+  uint32_t step;
+  uint64_t forfeited;
+} ClientConvicted;
+SOL_STATIC_ASSERT(sizeof(ClientConvicted) == 80, "ClientConvicted layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, run) == 0, "ClientConvicted.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, signer) == 32, "ClientConvicted.signer");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, index) == 64, "ClientConvicted.index");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, reason) == 66, "ClientConvicted.reason");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, _pad) == 67, "ClientConvicted._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, step) == 68, "ClientConvicted.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(ClientConvicted, forfeited) == 72, "ClientConvicted.forfeited");
 
 typedef struct {
   SolPubkey run;
@@ -610,22 +743,29 @@ SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed
 #define IX_JOIN_RUN 0x4bf6866a667da048ULL
 #define IX_EXIT_RUN 0x2a24eede65b8c9f8ULL
 #define IX_CLAIM_POINTS 0xac4ec409fc631a6aULL
+#define IX_SETTLE_POINTS 0xede374e3d4ca9d60ULL
+#define IX_CLOSE_POINTS 0x17599ca16db6de6cULL
 #define IX_CLOSE_JOIN_AUTHORIZATION 0x68978b3db63530e4ULL
 #define IX_TICK 0x0f3f5065082c4f5cULL
 #define IX_WARMUP_WITNESS 0x5e37163fe87ae8d3ULL
 #define IX_WITNESS 0x2715df8e1995f4d5ULL
 #define IX_HEALTH_CHECK 0x839d128aa8635a73ULL
 #define IX_CHECKPOINT 0xfcb88ff0cc13c8d5ULL
+#define IX_VOTE_WEIGHTS 0x40031a85c80a4bd7ULL
+#define IX_REPORT_EQUIVOCATION 0x10293109c788fa8cULL
 #define IX_CLOSE_RUN 0xccab934a4c823d1fULL
 #define ACCOUNT_RUN 0xbdf673eb569b36c7ULL
 #define ACCOUNT_RUN_INDEX 0x4cd76b75afd9efa2ULL
 #define ACCOUNT_JOIN_AUTHORIZATION 0x9065b4914eefe6a6ULL
 #define ACCOUNT_POINTS 0xf261e9ff920c5184ULL
+#define ACCOUNT_ENDPOINT 0xc69a876937034cb4ULL
 #define EVENT_RUN_STATE_CHANGED 0x7d3a86036bd4f262ULL
 #define EVENT_CLIENT_JOINED 0x4286246048efa604ULL
 #define EVENT_CLIENT_EXITED 0x4e80b31c41e8c406ULL
 #define EVENT_WITNESS_SUBMITTED 0x8d3907565c21da3cULL
+#define EVENT_STEP_DECIDED 0xcd1d795eef2c661bULL
 #define EVENT_CLIENT_DROPPED 0x89915a05445fc689ULL
+#define EVENT_CLIENT_CONVICTED 0xf567dc767f34227fULL
 #define EVENT_CHECKPOINT_UPDATED 0x9836d48e727e5e8fULL
 #define EVENT_RUN_UPDATED 0x20026768ca7a6745ULL
 #define EVENT_POINTS_CLAIMED 0x22dc3aaaea37fb9fULL
@@ -634,8 +774,10 @@ SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed
 static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x2f, 0x0a, 0xaf, 0xc6, 0xf2, 0x65, 0xe3, 0xfb, 0x77, 0xcc, 0x7a, 0xda, 0x82, 0xc5, 0x29, 0xd0, 0xbe, 0x3b, 0x13, 0x6e, 0x2d, 0x00, 0x55, 0x20, 0x00, 0x00, 0x00}}; /* SysvarS1otHashes111111111111111111111111111 */
 static const SolPubkey COORD_INSTRUCTIONS_SYSVAR_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x18, 0x7b, 0xd1, 0x66, 0x35, 0xda, 0xd4, 0x04, 0x55, 0xfd, 0xc2, 0xc0, 0xc1, 0x24, 0xc6, 0x8f, 0x21, 0x56, 0x75, 0xa5, 0xdb, 0xba, 0xcb, 0x5f, 0x08, 0x00, 0x00, 0x00}}; /* Sysvar1nstructions1111111111111111111111111 */
 static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c, 0x93, 0xfb, 0xbe, 0x12, 0xf9, 0x42, 0x8f, 0x83, 0x8d, 0x40, 0xff, 0x05, 0x70, 0x74, 0x49, 0x27, 0xf4, 0x8a, 0x64, 0xfc, 0xca, 0x70, 0x44, 0x80, 0x00, 0x00, 0x00}}; /* Ed25519SigVerify111111111111111111111111111 */
-#define COORD_JOIN_PROOF_PREFIX "cohort join v1"
+#define COORD_JOIN_PROOF_PREFIX "cohort join v2"
 #define COORD_JOIN_PROOF_PREFIX_LEN 14
+#define COORD_RESULT_PROOF_PREFIX "cohort result v1"
+#define COORD_RESULT_PROOF_PREFIX_LEN 16
 
 /* program errors (Anchor numbering) */
 #define ERR_INVALID_INSTRUCTION 6000
@@ -686,3 +828,7 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_JOIN_DURING_WARMUP 6045
 #define ERR_ROUND_OVER 6046
 #define ERR_SEED_PENDING 6047
+#define ERR_POINTS_UNCLAIMED 6048
+#define ERR_RUN_STILL_OPEN 6049
+#define ERR_EQUIVOCATION_NOT_PROVEN 6050
+#define ERR_VOTE_CLOSED 6051

@@ -20,6 +20,17 @@ uint64_t load_run(const SolParameters *p, SolAccountInfo *a, bool writable, Run 
 
 uint64_t check_signer(const SolAccountInfo *a) { return a->is_signer ? SUCCESS : ERR_MISSING_SIGNATURE; }
 
+uint64_t close_account(SolAccountInfo *account, SolAccountInfo *to) {
+  if (!to->is_writable || !account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  uint64_t total;
+  if (!sol_add_u64(*to->lamports, *account->lamports, &total)) return ERR_ARITHMETIC_OVERFLOW;
+  *to->lamports = total;
+  *account->lamports = 0;
+  sol_memset(account->data, 0, account->data_len);
+  sol_account_set_data_len(account, 0);
+  return SUCCESS;
+}
+
 /* The SlotHashes data is read in place by the core (u64 count, then (u64 slot, [u8; 32] hash), newest
    first); the address check is what makes it the cluster's. */
 uint64_t load_env(const SolAccountInfo *slot_hashes, const SolAccountInfo *run_account, CoordEnv *env) {

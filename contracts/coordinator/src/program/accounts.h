@@ -9,6 +9,7 @@
 #define RUN_INDEX_ACCOUNT_SIZE (DISCRIMINATOR_LEN + sizeof(RunIndex))
 #define JOIN_AUTHORIZATION_ACCOUNT_SIZE (DISCRIMINATOR_LEN + sizeof(JoinAuthorization))
 #define POINTS_ACCOUNT_SIZE (DISCRIMINATOR_LEN + sizeof(Points))
+#define ENDPOINT_ACCOUNT_SIZE (DISCRIMINATOR_LEN + sizeof(Endpoint))
 #define TRY(expr)                           \
   do {                                      \
     uint64_t status_ = (expr);              \
@@ -21,6 +22,8 @@ uint64_t check_program_account(const SolParameters *p, const SolAccountInfo *a, 
 /* The Run account: as above, plus a layout version this program understands. */
 uint64_t load_run(const SolParameters *p, SolAccountInfo *a, bool writable, Run **run);
 uint64_t check_signer(const SolAccountInfo *a);
+/* Close a program-owned account: its lamports go to `to`, its data is zeroed and dropped. */
+uint64_t close_account(SolAccountInfo *account, SolAccountInfo *to);
 /* The chain's view of now for the core: Clock time and slot, the SlotHashes data, the run's address. */
 uint64_t load_env(const SolAccountInfo *slot_hashes, const SolAccountInfo *run_account, CoordEnv *env);
 /* Instruction arguments of exactly `size` bytes after the discriminator (read in place: 8-aligned). */

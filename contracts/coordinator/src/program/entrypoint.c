@@ -1,12 +1,13 @@
 /* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
    Every rule about runs lives in ../core; this file only knows Solana. */
 #include "accounts.h"
+#include "endpoint.h"
 #include "idl.h"
-#include "node_key.h"
 #include "pda.h"
 #include "points.h"
+#include "proofs.h"
 
-#define MAX_ACCOUNTS 6
+#define MAX_ACCOUNTS 7
 
 static uint64_t need_accounts(const SolParameters *p, uint64_t n) {
   return p->ka_num >= n ? SUCCESS : ERR_MISSING_ACCOUNTS;
@@ -110,17 +111,19 @@ __attribute__((noinline)) static uint64_t tick(SolParameters *p) {
   return changed(run, coord_tick(run, &env));
 }
 
-/* [user, run, slot_hashes, points, system program]: the wallet's unclaimed points go to its Points account. */
+/* [user, run, slot_hashes, points, system program, endpoint]: the wallet's unclaimed points go to its
+   Points account, its Endpoint account is closed. */
 __attribute__((noinline)) static uint64_t exit_run(SolParameters *p) {
   Run *run;
   CoordEnv env;
   uint64_t points = 0;
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
   TRY(load_as_client(p, 2, &run, &env));
-  TRY(need_accounts(p, 5));
-  TRY(check_points_accounts(p, 3));
+  TRY(need_accounts(p, 6));
+  TRY(check_points_accounts(p, 3, p->ka[0].key));
   TRY(changed(run, coord_exit(run, &env, p->ka[0].key, &points)));
-  return credit_points(p, 3, points);
+  TRY(credit_points(p, 3, p->ka[0].key, points));
+  return close_endpoint(p, 5);
 }
 
 /* [user, run, points, system program] */
@@ -131,9 +134,42 @@ __attribute__((noinline)) static uint64_t claim_points(SolParameters *p) {
   TRY(need_accounts(p, 4));
   TRY(check_signer(&p->ka[0]));
   TRY(load_run(p, &p->ka[1], true, &run));
-  TRY(check_points_accounts(p, 2));
+  TRY(check_points_accounts(p, 2, p->ka[0].key));
   TRY(changed(run, coord_claim_points(run, p->ka[0].key, &points)));
-  return credit_points(p, 2, points);
+  return credit_points(p, 2, p->ka[0].key, points);
+}
+
+/* [payer, run, points, system program]: anyone moves a wallet's unclaimed points into its Points account
+   (paying the rent if it is new), so entries holding points cannot lock the registry or be lost. */
+__attribute__((noinline)) static uint64_t settle_points(SolParameters *p) {
+  Run *run;
+  const SettlePointsArgs *args;
+  uint64_t points = 0;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(need_accounts(p, 4));
+  TRY(check_signer(&p->ka[0]));
+  TRY(load_run(p, &p->ka[1], true, &run));
+  TRY(check_points_accounts(p, 2, &args->wallet));
+  TRY(changed(run, coord_settle_points(run, &args->wallet, &points)));
+  return credit_points(p, 2, &args->wallet, points);
+}
+
+/* Whether an account that held a Run no longer does (closed: emptied, or reassigned). */
+static bool run_closed(const SolParameters *p, const SolAccountInfo *a) {
+  return !sol_pubkey_eq(a->owner, p->program_id) || a->data_len < DISCRIMINATOR_LEN || sol_get_u64(a->data) != ACCOUNT_RUN;
+}
+
+/* [wallet, points, run]: once its run is closed a wallet may close its Points account and get the rent. */
+__attribute__((noinline)) static uint64_t close_points(SolParameters *p) {
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(need_accounts(p, 3));
+  SolAccountInfo *wallet = &p->ka[0], *account = &p->ka[1];
+  TRY(check_signer(wallet));
+  TRY(check_program_account(p, account, ACCOUNT_POINTS, POINTS_ACCOUNT_SIZE, true));
+  const Points *points = (const Points *)(account->data + DISCRIMINATOR_LEN);
+  if (!sol_pubkey_eq(&points->wallet, wallet->key) || !sol_pubkey_eq(&points->run, p->ka[2].key)) return ERR_WRONG_PDA;
+  if (!run_closed(p, &p->ka[2])) return ERR_RUN_STILL_OPEN;
+  return close_account(account, wallet);
 }
 
 /* An Authorized run admits a wallet that holds an allowing JoinAuthorization for this run. */
@@ -147,7 +183,8 @@ static uint64_t check_join_authorization(const SolParameters *p, const Run *run)
   return valid ? SUCCESS : ERR_JOIN_NOT_AUTHORIZED;
 }
 
-/* [user, run, authorization, slot_hashes, instructions sysvar]: the node key's proof is read from the last. */
+/* [user, run, authorization, slot_hashes, instructions sysvar, endpoint, system program]: the node key's
+   proof is read from the instructions sysvar; the address goes to the wallet's Endpoint account. */
 __attribute__((noinline)) static uint64_t join_run(SolParameters *p) {
   Run *run;
   CoordEnv env;
@@ -155,9 +192,14 @@ __attribute__((noinline)) static uint64_t join_run(SolParameters *p) {
   TRY(args_of(p, sizeof(*args), (const void **)&args));
   TRY(load_as_client(p, 3, &run, &env));
   TRY(check_join_authorization(p, run));
-  TRY(need_accounts(p, 5));
-  TRY(check_node_key_proof(&p->ka[4], p->ka[1].key, p->ka[0].key, &args->p2p_identity));
-  return changed(run, coord_join(run, &env, p->ka[0].key, args));
+  TRY(need_accounts(p, 7));
+  uint64_t join_marker = run->next_active;
+  TRY(check_node_key_proof(&p->ka[4], p->ka[1].key, p->ka[0].key, &args->p2p_identity, join_marker));
+  uint64_t status = coord_join(run, &env, p->ka[0].key, args);
+  /* already pending with this node: a restarted client's new address still reaches its peers */
+  if (status == ERR_ALREADY_JOINED && endpoint_differs(p, 5, args)) return write_endpoint(p, 5, args, join_marker);
+  TRY(changed(run, status));
+  return write_endpoint(p, 5, args, join_marker);
 }
 
 __attribute__((noinline)) static uint64_t warmup_witness(SolParameters *p) {
@@ -194,6 +236,35 @@ __attribute__((noinline)) static uint64_t checkpoint(SolParameters *p) {
   TRY(args_of(p, sizeof(*args), (const void **)&args));
   TRY(load_as_client(p, 2, &run, &env));
   return changed(run, coord_checkpoint(run, &env, p->ka[0].key, &args->checkpoint));
+}
+
+__attribute__((noinline)) static uint64_t vote_weights(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const VoteWeightsArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_vote_weights(run, &env, p->ka[0].key, args));
+}
+
+/* [user, run, slot_hashes, instructions sysvar]: two earlier Ed25519 instructions hold the accused's node
+   key signatures over two result statements of one step with different commitments. */
+__attribute__((noinline)) static uint64_t report_equivocation(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const ReportEquivocationArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  TRY(need_accounts(p, 4));
+  if (args->_pad != 0) return ERR_NON_CANONICAL;
+  if (args->index >= run->epoch.clients_len) return ERR_NOT_IN_EPOCH;
+  if (args->step < run->epoch.start_step || args->step > run->progress.step) return ERR_WRONG_STEP;
+  if (sol_memcmp(args->first.commitment, args->second.commitment, 32) == 0) return ERR_EQUIVOCATION_NOT_PROVEN;
+  const SolPubkey *node = &run->clients[args->index].p2p_identity;
+  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, args->step, &args->first));
+  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, args->step, &args->second));
+  Conviction conviction = {args->index, CONVICTION_REASON_EQUIVOCATION, args->step, 0};
+  return changed(run, coord_convict(run, &env, &conviction));
 }
 
 /* ---- creation and removal */
@@ -273,6 +344,7 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
     auth->bump = bump;
     auth->run = *p->ka[1].key;
     auth->grantee = args->grantee;
+    auth->join_authority = *grantor->key;
   } else {
     TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
   }
@@ -285,27 +357,25 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
 }
 
 /* [join_authority (receives the rent), run, authorization]: the grant ends with its account, and the
-   grantee's pending join with it. */
+   grantee's pending join with it. After the run was closed, the join authority that created the account
+   (recorded in it) may still close it. */
 __attribute__((noinline)) static uint64_t close_join_authorization(SolParameters *p) {
-  Run *run;
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
   TRY(need_accounts(p, 3));
   SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
   TRY(check_signer(grantor));
-  if (!grantor->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
-  TRY(load_run(p, &p->ka[1], true, &run));
-  if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
   const JoinAuthorization *auth = (const JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
   if (!sol_pubkey_eq(&auth->run, p->ka[1].key)) return ERR_WRONG_PDA;
-  uint64_t total;
-  if (!sol_add_u64(*grantor->lamports, *auth_account->lamports, &total)) return ERR_ARITHMETIC_OVERFLOW;
+  if (run_closed(p, &p->ka[1])) {
+    if (!sol_pubkey_eq(grantor->key, &auth->join_authority)) return ERR_UNAUTHORIZED;
+    return close_account(auth_account, grantor);
+  }
+  Run *run;
+  TRY(load_run(p, &p->ka[1], true, &run));
+  if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   if (coord_withdraw_pending_join(run, &auth->grantee)) run->nonce++;
-  *grantor->lamports = total;
-  *auth_account->lamports = 0;
-  sol_memset(auth_account->data, 0, auth_account->data_len);
-  sol_account_set_data_len(auth_account, 0);
-  return SUCCESS;
+  return close_account(auth_account, grantor);
 }
 
 /* [authority, run, run_index, recipient]: only while halted; both accounts' rent goes to the recipient. */
@@ -322,6 +392,7 @@ __attribute__((noinline)) static uint64_t close_run(SolParameters *p) {
   if (sol_pubkey_eq(recipient->key, run_account->key) || sol_pubkey_eq(recipient->key, index->key))
     return ERR_DUPLICATE_ACCOUNT;
   if (!coord_is_halted(run->run_state)) return ERR_NOT_HALTED;
+  if (coord_points_unclaimed(run)) return ERR_POINTS_UNCLAIMED; /* settle_points them: nobody loses points */
   uint64_t total;
   if (!sol_add_u64(*run_account->lamports, *index->lamports, &total) || !sol_add_u64(*recipient->lamports, total, &total))
     return ERR_ARITHMETIC_OVERFLOW;
@@ -351,12 +422,16 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_JOIN_RUN: return join_run(&params);
     case IX_EXIT_RUN: return exit_run(&params);
     case IX_CLAIM_POINTS: return claim_points(&params);
+    case IX_SETTLE_POINTS: return settle_points(&params);
+    case IX_CLOSE_POINTS: return close_points(&params);
     case IX_CLOSE_JOIN_AUTHORIZATION: return close_join_authorization(&params);
     case IX_TICK: return tick(&params);
     case IX_WARMUP_WITNESS: return warmup_witness(&params);
     case IX_WITNESS: return witness(&params);
     case IX_HEALTH_CHECK: return health_check(&params);
     case IX_CHECKPOINT: return checkpoint(&params);
+    case IX_VOTE_WEIGHTS: return vote_weights(&params);
+    case IX_REPORT_EQUIVOCATION: return report_equivocation(&params);
     case IX_CLOSE_RUN: return close_run(&params);
     case ANCHOR_IDL_IX_TAG: return anchor_idl(&params); /* so Anchor tooling finds the IDL */
     default: return ERR_INVALID_INSTRUCTION;

@@ -3,7 +3,9 @@
    The account lives at create_with_seed(base, "anchor:idl", program) with base = the program's PDA of no
    seeds, and holds: discriminator (sha256("account:IdlAccount")[..8]), authority, u32 length, then the
    zlib-compressed IDL JSON. Stricter than Anchor: only the program's upgrade authority may create it
-   (Anchor lets whoever comes first own it), so Create also takes the program data account. */
+   (Anchor lets whoever comes first own it), so Create also takes the program data account. Anyone may
+   send lamports to any address, so a funded but still empty, system-owned IDL address is taken over
+   (the rent shortfall, then AllocateWithSeed) instead of blocking publication for good. */
 #include "idl.h"
 
 #include "accounts.h"
@@ -56,27 +58,48 @@ __attribute__((noinline)) static uint64_t idl_create(SolParameters *p, const uin
                              {p->program_id->x, SIZE_PUBKEY}};
   TRY(sol_sha256(parts, 3, expected.x));
   if (!sol_pubkey_eq(&expected, idl->key)) return ERR_WRONG_PDA;
-  if (*idl->lamports != 0 || idl->data_len != 0) return ERR_ALREADY_INITIALIZED;
+  if (idl->data_len != 0 || (*idl->lamports != 0 && !sol_is_system_program(idl->owner))) return ERR_ALREADY_INITIALIZED;
 
   uint64_t data_len = sol_get_u64(body);
   if (data_len > IDL_MAX_SPACE - IDL_HEADER) return ERR_INVALID_INSTRUCTION_DATA;
   uint64_t space = IDL_HEADER + data_len, lamports;
   TRY(sol_rent_exempt_minimum(space, &lamports));
-  /* System CreateAccountWithSeed: u32 3 | base | u64 seed length | seed | lamports | space | owner */
-  uint8_t data[4 + SIZE_PUBKEY + 8 + IDL_SEED_LEN + 8 + 8 + SIZE_PUBKEY] = {3};
-  uint8_t *at = data + 4;
-  sol_memcpy(at, base->key->x, SIZE_PUBKEY);
-  sol_put_u64(at += SIZE_PUBKEY, IDL_SEED_LEN);
-  sol_memcpy(at += 8, IDL_SEED, IDL_SEED_LEN);
-  sol_put_u64(at += IDL_SEED_LEN, lamports);
-  sol_put_u64(at += 8, space);
-  sol_memcpy(at + 8, p->program_id->x, SIZE_PUBKEY);
-  SolAccountMeta metas[3] = {{from->key, true, true}, {idl->key, true, false}, {base->key, false, true}};
-  SolInstruction instruction = {system->key, metas, 3, data, sizeof(data)};
-  SolAccountInfo infos[4] = {*from, *idl, *base, *system};
   const SolSignerSeed seed = {&bump, 1};
   const SolSignerSeeds signer = {&seed, 1};
-  TRY(sol_invoke_signed_c(&instruction, infos, 4, &signer, 1));
+  SolAccountInfo infos[4] = {*from, *idl, *base, *system};
+  if (*idl->lamports == 0) {
+    /* System CreateAccountWithSeed: u32 3 | base | u64 seed length | seed | lamports | space | owner */
+    uint8_t data[4 + SIZE_PUBKEY + 8 + IDL_SEED_LEN + 8 + 8 + SIZE_PUBKEY] = {3};
+    uint8_t *at = data + 4;
+    sol_memcpy(at, base->key->x, SIZE_PUBKEY);
+    sol_put_u64(at += SIZE_PUBKEY, IDL_SEED_LEN);
+    sol_memcpy(at += 8, IDL_SEED, IDL_SEED_LEN);
+    sol_put_u64(at += IDL_SEED_LEN, lamports);
+    sol_put_u64(at += 8, space);
+    sol_memcpy(at + 8, p->program_id->x, SIZE_PUBKEY);
+    SolAccountMeta metas[3] = {{from->key, true, true}, {idl->key, true, false}, {base->key, false, true}};
+    SolInstruction instruction = {system->key, metas, 3, data, sizeof(data)};
+    TRY(sol_invoke_signed_c(&instruction, infos, 4, &signer, 1));
+  } else {
+    if (*idl->lamports < lamports) { /* System Transfer: u32 2 | lamports */
+      uint8_t transfer[4 + 8] = {2};
+      sol_put_u64(transfer + 4, lamports - *idl->lamports);
+      SolAccountMeta metas[2] = {{from->key, true, true}, {idl->key, true, false}};
+      SolInstruction instruction = {system->key, metas, 2, transfer, sizeof(transfer)};
+      TRY(sol_invoke_signed_c(&instruction, infos, 4, NULL, 0));
+    }
+    /* System AllocateWithSeed: u32 9 | base | u64 seed length | seed | space | owner (allocates, assigns) */
+    uint8_t data[4 + SIZE_PUBKEY + 8 + IDL_SEED_LEN + 8 + SIZE_PUBKEY] = {9};
+    uint8_t *at = data + 4;
+    sol_memcpy(at, base->key->x, SIZE_PUBKEY);
+    sol_put_u64(at += SIZE_PUBKEY, IDL_SEED_LEN);
+    sol_memcpy(at += 8, IDL_SEED, IDL_SEED_LEN);
+    sol_put_u64(at += IDL_SEED_LEN, space);
+    sol_memcpy(at + 8, p->program_id->x, SIZE_PUBKEY);
+    SolAccountMeta metas[2] = {{idl->key, true, false}, {base->key, false, true}};
+    SolInstruction instruction = {system->key, metas, 2, data, sizeof(data)};
+    TRY(sol_invoke_signed_c(&instruction, infos, 4, &signer, 1));
+  }
   idl->data_len = infos[1].data_len;
   if (idl->data_len != space) return ERR_WRONG_ACCOUNT_SIZE;
   sol_put_u64(idl->data, IDL_ACCOUNT_DISCRIMINATOR);

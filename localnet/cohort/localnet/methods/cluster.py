@@ -193,7 +193,13 @@ def get_cluster_nodes(node: Node, params: Any) -> list[dict[str, Any]]:
     ]
 
 
+def localnet_traffic(node: Node, params: Any) -> dict[str, int]:
+    """What this node served so far (requests, bytes, notifications) and transactions it processed."""
+    return {**node.traffic.as_dict(), "transactions": node.bank.transaction_count}
+
+
 METHODS = {
+    "localnet_traffic": localnet_traffic,
     "getHealth": get_health,
     "getVersion": get_version,
     "getGenesisHash": get_genesis_hash,

@@ -2,28 +2,24 @@
 name, with the run they touched) and the events the coordinator itself logged. Pure: no I/O.
 
 Events are decoded generically with the IDL coder, so fields a newer program adds simply appear. Only
-`Program data:` lines logged while the coordinator is the executing program count: another program could
-log bytes that look like our events, and a failed transaction's events never happened.
+`Program data:` lines logged while the coordinator is the executing program count (`Idl.events_in_logs`):
+another program could log bytes that look like our events, and a failed transaction's events never happened.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
-from ..idl import Idl, IdlError
+from ..idl import Idl
 from ..idl_account import IDL_IX_TAG
 
 LOADER_V3 = "BPFLoaderUpgradeab1e11111111111111111111111"
-_INVOKE = re.compile(r"^Program (\w{32,44}) invoke \[\d+\]$")
-_EXIT = re.compile(r"^Program (\w{32,44}) (success|failed.*)$")
-_HEX_FIELDS = ("sha256", "bloom", "participants", "mask", "hash")
+_HEX_FIELDS = ("sha256", "root", "participants", "mask", "hash", "manifest", "commitment", "vote")
 
 
 @dataclass(frozen=True)
@@ -85,30 +81,6 @@ def jsonable(value: Any, field: str = "") -> Any:
     return value
 
 
-def program_events(idl: Idl, program_id: str, logs: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Events logged by `program_id` itself (not by programs it calls or that call it)."""
-    stack: list[str] = []
-    out = []
-    for line in logs:
-        if m := _INVOKE.match(line):
-            stack.append(m.group(1))
-            continue
-        if m := _EXIT.match(line):
-            if stack:
-                stack.pop()
-            continue
-        if not (stack and stack[-1] == program_id and line.startswith("Program data: ")):
-            continue
-        for field in line.removeprefix("Program data: ").split():
-            try:
-                event = idl.decode_event(base64.b64decode(field, validate=True))
-            except (ValueError, binascii.Error, IdlError):
-                continue
-            if event is not None:
-                out.append(event)
-    return out
-
-
 def _account_keys(tx: VersionedTransaction, meta: dict[str, Any]) -> list[str]:
     keys = [str(k) for k in tx.message.account_keys]
     loaded = meta.get("loadedAddresses") or {}
@@ -167,7 +139,7 @@ def decode_transaction(
     events: list[DecodedEvent] = []
     if err is None:
         for ordinal, (name, value) in enumerate(
-            program_events(idl, program_id, list(meta.get("logMessages") or []))
+            idl.events_in_logs(meta.get("logMessages") or [], program_id)
         ):
             data = jsonable(value)
             run = data.get("run") if isinstance(data.get("run"), str) else None

@@ -187,6 +187,9 @@ class Store:
             )  # fmt: skip
             if e.name == "WitnessSubmitted" and e.run:
                 m = e.data.get("metadata") or {}
+                # a witness may replace its record until the step is decided: the latest is what counts
+                db.execute("DELETE FROM witnesses WHERE run = ? AND step = ? AND client_index = ?",
+                           (e.run, e.data.get("step", 0), e.data.get("index", 0)))  # fmt: skip
                 db.execute(
                     "INSERT INTO witnesses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (cur.lastrowid, e.run, e.data.get("step", 0), e.data.get("signer", ""),

@@ -161,7 +161,7 @@ function renderRun(body) {
   $("epoch").textContent = s.epoch;
   $("step").textContent = s.step + " / " + s.total_steps;
   $("progress").style.width = Math.min(100, 100 * s.step / Math.max(1, s.total_steps)) + "%";
-  $("witness-count").textContent = s.witnesses.submitted + " of " + s.witnesses.needed + " (quorum " + s.witnesses.quorum + ")";
+  $("witness-count").textContent = s.witnesses.submitted + " of " + s.witnesses.needed + " seats (majority " + s.witnesses.quorum + ")" + (s.witnesses.decided ? ", decided" : "");
   $("description").textContent = s.description || "";
   renderTimeline(body.timeline);
 

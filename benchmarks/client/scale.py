@@ -1,0 +1,82 @@
+"""Protocol load as a run grows: 4, 16, 32 and 64 clients of the SYNTHETIC trainer (`cohort train
+--synthetic`: real chain, P2P and transactions, payloads of the real model's size, no training) on one
+localnet, every client its own process.
+
+    .venv/bin/python benchmarks/client/scale.py [--clients 4,16,32,64] [--rounds 8] [--step-seconds 1.0]
+
+Prints per run size, medians over clients and steady rounds: the round time, per-client upload and
+download bytes per round (P2P; results themselves and everything else), per-client RPC requests and bytes
+per round (the localnet counts what each connection asked and received), and transactions per round. The
+targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
+downloads once each), round time growing no faster than log N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from cohort.client.runtime.local_run import LocalRun, write_config
+
+
+async def measure(clients: int, rounds: int, step_seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="cohort-scale-") as tmp:
+        root = Path(tmp)
+        batch = max(clients * 2, 24)
+        config = write_config(root / "run.toml", global_batch_size_start=batch, global_batch_size_end=batch,
+                              init_min_clients=clients, min_clients=max(2, clients // 2), epoch_time=3600,
+                              max_round_train_time=60, warmup_time=300)  # fmt: skip
+        extra = ("--synthetic", "--synthetic-seconds", str(step_seconds))
+        async with LocalRun(config=config, root=root, trainer_args=extra) as lr:
+            wallets = [lr.new_wallet(f"c{i}") for i in range(clients)]
+            for w, _ in wallets:
+                await lr.fund(w)
+            await lr.create_run([w for w, _ in wallets])
+            trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+            first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 600, "the first round")
+            skip = first.progress.step + 3
+            before = await lr.rpc_stats()
+            start = await lr.wait_for(lambda r: r.progress.step >= skip, 300, "steady rounds")
+            target = skip + rounds
+            end = await lr.wait_for(lambda r: r.progress.step >= target, 120 * rounds, f"{rounds} rounds")
+            after = await lr.rpc_stats()
+            elapsed_rounds = end.progress.step - start.progress.step
+            stats = [t.events("traffic") for t in trainers]
+    up = [s[-1]["sent"] - s[0]["sent"] for s in stats if len(s) > 1]
+    down = [s[-1]["received"] - s[0]["received"] for s in stats if len(s) > 1]
+    times = [s[-1]["t"] - s[0]["t"] for s in stats if len(s) > 1]
+    per_round = statistics.median(times) / max(elapsed_rounds, 1)
+    return {
+        "round": per_round,
+        "up": statistics.median(up) / max(elapsed_rounds, 1),
+        "down": statistics.median(down) / max(elapsed_rounds, 1),
+        "rpc_requests": (after["requests"] - before["requests"]) / clients / max(elapsed_rounds, 1),
+        "rpc_bytes": (after["bytes_out"] - before["bytes_out"]) / clients / max(elapsed_rounds, 1),
+        "transactions": (after["transactions"] - before["transactions"]) / max(elapsed_rounds, 1),
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
+    for column in ("clients", "round (s)", "upload / client / round", "download / client / round",
+                   "RPC requests / client / round", "RPC bytes / client / round", "transactions / round"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for n in [int(x) for x in args.clients.split(",")]:
+        f = await measure(n, args.rounds, args.step_seconds)
+        table.add_row(str(n), f"{f['round']:.2f}", f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
+                      f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}")  # fmt: skip
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", default="4,16,32,64")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--step-seconds", type=float, default=1.0)
+    asyncio.run(main(parser.parse_args()))

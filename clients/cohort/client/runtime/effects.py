@@ -1,0 +1,380 @@
+"""Carrying out the state machine's actions: transactions, peers, the model. Each action starts at most one
+task, whose outcome comes back to the machine as an event; nothing here decides anything.
+
+Every task is supervised: an unexpected error is reported as an event (tx_failed, task_failed) and the
+machine decides what follows, so no failure of the RPC, a peer or a job can stop the client silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from solders.keypair import Keypair
+
+from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
+
+from ..p2p import NodeId
+from .machine import (
+    Action,
+    Allow,
+    AnnounceReady,
+    Applied,
+    Apply,
+    Emit,
+    EpochPrepared,
+    Fetch,
+    FetchList,
+    HealthCheck,
+    Join,
+    LeaveEpoch,
+    PrepareEpoch,
+    Publish,
+    ReadRecords,
+    RecordsRead,
+    ReportEquivocation,
+    SaveCheckpoint,
+    Saved,
+    SubmitWitness,
+    Tick,
+    Train,
+    Trained,
+    TrainFailed,
+    TxDone,
+    VoteWeights,
+    WarmupWitness,
+)
+from .messages import Ready
+from .peers import decode_endpoint
+
+if TYPE_CHECKING:
+    from .loop import Client
+
+EVAL_EVERY = 10  # steps between held-out evaluations
+EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
+
+
+class Effects:
+    def __init__(self, client: Client) -> None:
+        self.c = client
+        self.tasks: set[asyncio.Task] = set()
+        self.payloads: dict[bytes, bytes] = {}  # our own results until published
+        self.addresses: dict[int, Any] = {}  # epoch index -> PeerAddress of this epoch's members
+        self.last_loss: tuple[float, int, float] | None = None  # loss, tokens, seconds of our last step
+        self.last_eval = None
+
+    def carry_out(self, action: Action) -> None:
+        handler = getattr(self, "_" + type(action).__name__)
+        handler(action)
+
+    # -- plumbing -----------------------------------------------------------------------------------
+    def spawn(self, coro: Awaitable[Any], what: str) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(lambda t: self._reap(t, what))
+        return task
+
+    def _reap(self, task: asyncio.Task, what: str) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            self.c.events.emit("task_failed", what=what, error=f"{type(error).__name__}: {error}"[:300])
+
+    def _tx(self, kind: str, key: int, request: Callable[[], Awaitable[Any]]) -> None:
+        async def send() -> None:
+            try:
+                await request()
+            except ProgramError as e:
+                self.c.post(TxDone(kind, key, False, e.name))
+            except InsufficientFunds:
+                self.c.post(TxDone(kind, key, False, "InsufficientFunds"))
+            except CohortError as e:
+                self.c.events.emit("rpc_error", what=kind, error=str(e)[:300])
+                self.c.post(TxDone(kind, key, False, "rpc"))
+            else:
+                self.c.post(TxDone(kind, key, True))
+
+        self.spawn(send(), kind)
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    # -- membership ---------------------------------------------------------------------------------
+    def _Join(self, action: Join) -> None:
+        c = self.c
+        self._tx("join", 0, lambda: c.chain.join_run(c.wallet, c.run_address, Keypair.from_seed(c.node_key.secret),
+                                                     c.endpoint))  # fmt: skip
+
+    def _LeaveEpoch(self, action: LeaveEpoch) -> None:
+        self.spawn(self.leave(action.reason), "leave")
+
+    async def leave(self, reason: str) -> None:
+        """Leave the epoch: exit_run first (so the chain stops counting on us at once), then stop our
+        model work and forget the epoch's peers and fetches."""
+        c = self.c
+        run = c.latest
+        if run is not None and any(e.signer == c.wallet.pubkey() for e in run.registry):
+            try:
+                await c.chain.exit_run(c.wallet, c.run_address)
+                c.events.emit("exited", reason=reason)
+            except CohortError as e:
+                c.events.emit("tx_failed", what="exit_run", error=str(e)[:300])
+        c.worker.abort()
+        c.exchange.reset()
+        c.post(TxDone("leave", 0, True))
+
+    def _PrepareEpoch(self, action: PrepareEpoch) -> None:
+        self.spawn(self._prepare(action), "prepare")
+
+    async def _prepare(self, action: PrepareEpoch) -> None:
+        """This epoch's peers (their Endpoint accounts) and starting weights (ours, the run's first, or the
+        checkpoint the majority voted, from peers), verified before use."""
+        c = self.c
+        try:
+            trainer = await c.trainer_ready
+            run = c.latest
+            assert run is not None
+            self.addresses = await self._peer_addresses(run)
+            c.exchange.set_peers(self.addresses, tuple(self.addresses), None)
+            if action.load == "start":
+                ok, reason = await self._starting_weights(run)
+            elif action.load == "checkpoint":
+                ok, reason = await self._load_checkpoint(action.epoch)
+            else:
+                ok, reason = True, ""
+            if ok:
+                await c.worker.run(trainer.start_epoch, run.progress.step, run.cold_start_epoch)
+                digest = await c.worker.run(trainer.checksum)
+                c.post(EpochPrepared(action.epoch, True, digest))
+            else:
+                c.post(EpochPrepared(action.epoch, False, reason=reason))
+        except CohortError as e:
+            c.post(EpochPrepared(action.epoch, False, reason=f"RPC: {e}"))
+
+    async def _starting_weights(self, run: Any) -> tuple[bool, str]:
+        """A new run's first weights: a Hub checkpoint (a repo or a local directory) when the run names one
+        with its hash, else the weights every client derives from the run's address (already built)."""
+        from ..checkpoint import CheckpointError
+
+        c = self.c
+        trainer = await c.trainer_ready
+        pointer = run.model.checkpoint
+        if pointer.kind in ("Hub", "P2P") and pointer.repo and pointer.weights_sha256 != bytes(32):
+            try:
+                path = await c.shelf.fetch_hub(pointer.repo, pointer.revision, pointer.weights_sha256)
+                await c.worker.run(trainer.load, path, pointer.weights_sha256)
+            except (CheckpointError, OSError) as e:
+                return False, str(e)
+            c.events.emit("checkpoint_loaded", epoch=0, step=pointer.step, source=pointer.repo,
+                          manifest=pointer.weights_sha256.hex(), digest=await c.worker.run(trainer.digest))  # fmt: skip
+        elif pointer.kind in ("Gcs", "P2PGcs") and pointer.weights_sha256 != bytes(32):
+            return False, "this client does not read GCS checkpoints"
+        return True, ""
+
+    async def _load_checkpoint(self, epoch: int) -> tuple[bool, str]:
+        """A joiner's weights: the checkpoint the chain points at (the hash the last epoch's finishers
+        voted by majority), from the peers that hold it, verified before use."""
+        from ..checkpoint import CheckpointError
+
+        c = self.c
+        trainer = await c.trainer_ready
+        run = c.latest
+        assert run is not None
+        until = time.monotonic() + max(run.config.warmup_time / 2, 5)
+        while True:  # the last Cooldown's votes may still be on their way
+            run = c.latest
+            assert run is not None
+            checkpoint = run.model.checkpoint
+            if checkpoint.step == run.progress.step and checkpoint.weights_sha256 != bytes(32):
+                break
+            if time.monotonic() > until:
+                return False, f"the run points at no checkpoint of step {run.progress.step}"
+            await asyncio.sleep(0.5)
+        started = time.perf_counter()
+        c.events.status(model=f"fetching checkpoint {checkpoint.weights_sha256.hex()[:12]}…")
+        try:
+            path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values())
+            await c.worker.run(trainer.load, path, checkpoint.weights_sha256)
+        except (CheckpointError, OSError) as e:
+            return False, str(e)
+        c.events.emit("checkpoint_loaded", epoch=epoch, step=checkpoint.step, manifest=checkpoint.weights_sha256.hex(),
+                      digest=await c.worker.run(trainer.digest), seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        return True, ""
+
+    async def _peer_addresses(self, run: Any) -> dict[int, Any]:
+        c = self.c
+        endpoints = await c.chain.endpoints(run)
+        out = {}
+        for client in run.clients:
+            node = NodeId(bytes(client.p2p_identity))
+            if node == c.node_key.node_id:
+                continue
+            text = endpoints.get(client.p2p_identity)
+            if text is None:
+                c.events.emit("peer_unknown", index=client.index, node_id=node.hex())
+                continue
+            try:
+                out[client.index] = decode_endpoint(node, text)
+            except ValueError as e:
+                c.events.emit("peer_bad_endpoint", index=client.index, error=str(e))
+        return out
+
+    def _Allow(self, action: Allow) -> None:
+        self.c.exchange.set_peers(self.addresses, action.members, action.overlay_key)
+
+    def _AnnounceReady(self, action: AnnounceReady) -> None:
+        c = self.c
+        self.spawn(c.node.announce(c.latest.progress.step, Ready(action.epoch).encode()), "ready")  # type: ignore[union-attr]
+
+    def _WarmupWitness(self, action: WarmupWitness) -> None:
+        c = self.c
+        self._tx("warmup_witness", action.index, lambda: c.chain.warmup_witness(c.wallet, c.run_address, action.index))
+
+    # -- the model ----------------------------------------------------------------------------------
+    def _Train(self, action: Train) -> None:
+        self.spawn(self._train(action), "train")
+
+    async def _train(self, action: Train) -> None:
+        c = self.c
+        trainer = await c.trainer_ready
+        try:
+            out = await c.worker.run_abortable(trainer.train, action.step, *action.batch)
+        except Exception as e:  # an abort, or the data source failed us
+            c.post(TrainFailed(action.epoch, action.step, f"{type(e).__name__}: {e}"[:300]))
+            return
+        commitment = hashlib.sha256(out.payload).digest()
+        self.payloads[commitment] = out.payload
+        self.last_loss = (out.loss, out.tokens, out.seconds)
+        c.events.status(step=action.step, loss=f"{out.loss:.4f}", tok_s=f"{out.tokens / out.seconds:,.0f}",
+                        peers=len(self.addresses))  # fmt: skip
+        c.post(Trained(action.epoch, action.step, action.batch, commitment, len(out.payload), out.loss, out.tokens,
+                       out.seconds))  # fmt: skip
+        if action.step % EVAL_EVERY == 0:
+            self.spawn(self._evaluate(action.step), "evaluate")
+
+    async def _evaluate(self, step: int) -> None:
+        c = self.c
+        trainer = await c.trainer_ready
+        result = await c.worker.run(trainer.evaluate, EVAL_SEQUENCES)
+        self.last_eval = result
+        c.events.emit("evaluated", step=step, loss=round(result.loss, 5), perplexity=round(result.perplexity, 3),
+                      tokens=result.tokens)  # fmt: skip
+
+    def _Publish(self, action: Publish) -> None:
+        payload = self.payloads.pop(action.commitment)
+        self.spawn(self.c.exchange.publish(action.step, action.batch, action.commitment, payload), "publish")
+
+    def _Apply(self, action: Apply) -> None:
+        self.spawn(self._apply(action), "apply")
+
+    async def _apply(self, action: Apply) -> None:
+        c = self.c
+        trainer = await c.trainer_ready
+        payloads = [c.node.store.get(commitment) for commitment in action.commitments]
+        if any(p is None for p in payloads):  # the machine asks only for what we hold: a bug if not
+            raise RuntimeError(f"step {action.step}: a decided result is no longer in the blob store")
+        started = time.perf_counter()
+
+        def apply() -> int:
+            trainer.apply(action.step, payloads)
+            return trainer.checksum()
+
+        digest = await c.worker.run(apply)
+        c.node.store.gc(action.step - 1)  # peers a step behind may still fetch this step's from us
+        c.post(Applied(action.epoch, action.step, len(payloads), digest))
+        c.events.emit("apply_time", step=action.step, seconds=round(time.perf_counter() - started, 4))
+
+    def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
+        self.spawn(self._save(action), "checkpoint")
+
+    async def _save(self, action: SaveCheckpoint) -> None:
+        c = self.c
+        trainer = await c.trainer_ready
+        run = c.latest
+        assert run is not None
+        info = await c.shelf.save(trainer.model, run_id=run.run_id, step=action.step, epoch=action.epoch)
+        digest = await c.worker.run(trainer.digest)
+        c.post(Saved(action.epoch, action.step, info.manifest_hash, digest))
+
+    # -- peers --------------------------------------------------------------------------------------
+    def _Fetch(self, action: Fetch) -> None:
+        self.c.exchange.fetch(action.step, action.sender, action.commitment, action.batch)
+
+    def _FetchList(self, action: FetchList) -> None:
+        self.c.exchange.fetch_list(action.step, action.root, action.holders, len(self.c.latest.clients))  # type: ignore[union-attr]
+
+    # -- transactions -------------------------------------------------------------------------------
+    def _SubmitWitness(self, action: SubmitWitness) -> None:
+        c = self.c
+        c.exchange.keep_list(action.results)
+        loss, tokens, seconds = self.last_loss or (0.0, 0, 0.0)
+        stats = c.node.transport.stats
+        metadata = {
+            "loss": float(loss),
+            "tokens_per_sec": float(tokens / seconds) if seconds else 0.0,
+            "bytes_sent": int(getattr(c.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent),
+            "bytes_received": int(c.exchange.bytes_received),
+            "eval_loss": float(self.last_eval.loss) if self.last_eval else 0.0,
+            "eval_tokens": int(self.last_eval.tokens) if self.last_eval else 0,
+        }
+        args = {"step": action.step, "index": action.index, "position": action.position,
+                "participants": action.results.participants(), "results_root": action.results.root,
+                "weights_digest": action.weights_digest, "metadata": metadata}  # fmt: skip
+        c.events.emit("witness_sent", step=action.step, position=action.position, attested=len(action.results.entries))
+        self._tx("witness", action.step, lambda: c.chain.witness(c.wallet, c.run_address, args))
+
+    def _ReadRecords(self, action: ReadRecords) -> None:
+        async def read() -> None:
+            run = self.c.latest
+            assert run is not None
+            try:
+                records = await self.c.chain.round_records(run, action.back)
+            except CohortError as e:
+                self.c.events.emit("rpc_error", what="round_records", error=str(e)[:300])
+                return
+            self.c.post(RecordsRead(action.step, records))
+
+        self.spawn(read(), "records")
+
+    def _HealthCheck(self, action: HealthCheck) -> None:
+        c = self.c
+        for start in range(0, len(action.indices), 32):
+            chunk = list(action.indices[start : start + 32])
+            c.events.emit("health_check", step=action.step, dropped=chunk)
+            self._tx("health_check", action.step, lambda chunk=chunk: c.chain.health_check(c.wallet, c.run_address, chunk))
+
+    def _ReportEquivocation(self, action: ReportEquivocation) -> None:
+        from cohort.sdk.client import SignedResult
+
+        c = self.c
+        run = c.latest
+        assert run is not None
+        node = run.clients[action.index].p2p_identity
+
+        def signed(r: Any) -> SignedResult:
+            return SignedResult(r.step, r.batch, r.commitment, r.signature)
+
+        self._tx("report_equivocation", action.index,
+                 lambda: c.chain.report_equivocation(c.wallet, c.run_address, action.index, node,
+                                                     signed(action.first), signed(action.second)))  # fmt: skip
+
+    def _Tick(self, action: Tick) -> None:
+        c = self.c
+        self._tx("tick", action.nonce, lambda: c.chain.tick(c.wallet, c.run_address))
+
+    def _VoteWeights(self, action: VoteWeights) -> None:
+        c = self.c
+        self._tx("vote_weights", action.step,
+                 lambda: c.chain.vote_weights(c.wallet, c.run_address, action.index, action.step, action.manifest))  # fmt: skip
+
+    def _Emit(self, action: Emit) -> None:
+        self.c.events.emit(action.event, **action.fields)
+
+    def _Finish(self, action: Any) -> None:  # the loop handles it
+        pass
+

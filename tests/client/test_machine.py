@@ -1,0 +1,440 @@
+"""The client's state machine alone: real Run states from the coordinator's host build (support.host_run) go
+in, with peer messages, completions and time; the actions that come out are checked. No chain, no peers,
+no model: every phase jump, epoch boundary, leave and rejoin, and what dishonest peers send."""
+
+from __future__ import annotations
+
+import pytest
+from support.host_run import HostRun
+
+from cohort.client.runtime.machine import (
+    Allow,
+    AnnounceReady,
+    Applied,
+    Apply,
+    ChainUpdate,
+    ClientMachine,
+    Emit,
+    EpochPrepared,
+    Fetch,
+    FetchList,
+    Finish,
+    HealthCheck,
+    Join,
+    LeaveEpoch,
+    ListHeld,
+    PeerReady,
+    PeerResult,
+    PrepareEpoch,
+    ReadRecords,
+    RecordsRead,
+    ReportEquivocation,
+    ResultFailed,
+    ResultHeld,
+    RunClosed,
+    SaveCheckpoint,
+    Saved,
+    StopRequested,
+    SubmitWitness,
+    Tick,
+    TimerFired,
+    Timing,
+    Train,
+    Trained,
+    TrainFailed,
+    TxDone,
+    VoteWeights,
+    WarmupWitness,
+)
+from cohort.client.runtime.messages import Result
+from cohort.client.runtime.options import ExitCode
+from cohort.client.runtime.results_list import ResultsList
+from cohort.client.runtime.rounds import observe
+from cohort.sdk.coordinator_core import CoordinatorCore
+
+
+@pytest.fixture(scope="module")
+def core() -> CoordinatorCore:
+    return CoordinatorCore()
+
+
+def commitment(step: int, index: int, salt: int = 0) -> bytes:
+    return bytes([step % 256, index, salt]) * 10 + b"cc"
+
+
+class Driver:
+    """One machine (the client of epoch index `me` once members are in) and the host run it follows."""
+
+    def __init__(self, core: CoordinatorCore, clients: int = 3, me: int = 0, **config) -> None:
+        self.core, self.host = core, HostRun(core, clients, **config)
+        self.me = me
+        self.machine = ClientMachine(core, self.host.wallets[me], Timing(tick_turn=0.0))
+        self.now = 100.0
+
+    def feed(self, event=None, dt: float = 0.0) -> list:
+        self.now += dt
+        if event is None:
+            event = ChainUpdate(observe(self.core, self.host.run(), self.host.wallets[self.me]))
+        return self.machine.handle(event, self.now, self.host.now)
+
+    def view(self):
+        return observe(self.core, self.host.run(), self.host.wallets[self.me])
+
+    def result(self, step: int, index: int, salt: int = 0) -> Result:
+        batch = self.view().rounds[step].assignment[index]
+        return Result(step, *batch, commitment(step, index, salt), 100, b"s" * 64)
+
+    def hold_all(self, step: int) -> dict[int, bytes]:
+        """Every trainer's result of `step` announced and held (ours trained)."""
+        held = {}
+        for index in self.view().rounds[step].assignment:
+            c = commitment(step, index)
+            if index != self.me:
+                self.feed(PeerResult(index, self.result(step, index)))
+            self.feed(ResultHeld(step, index, c))
+            held[index] = c
+        return held
+
+    def start(self) -> list:
+        """Join, warm up (prepared, everyone ready) and enter the epoch's first round."""
+        self.host.to_warmup()
+        self.feed()
+        self.feed(EpochPrepared(0, True, digest=7))
+        self.host.warm_up()
+        return self.feed()
+
+
+def of(actions: list, kind: type) -> list:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def emitted(actions: list, name: str) -> list:
+    return [a for a in actions if isinstance(a, Emit) and a.event == name]
+
+
+# -- membership and phases ------------------------------------------------------------------------------
+
+
+def test_joins_once_in_waiting_for_members_and_again_after_a_failed_join(core):
+    d = Driver(core)
+    assert of(d.feed(), Join) == [Join()]
+    assert of(d.feed(), Join) == []  # in flight: never asked twice
+    assert of(d.feed(TxDone("join", 0, False, "rpc")), Join) == []  # the retry waits its time
+    assert of(d.feed(TimerFired(), dt=2.0), Join) == [Join()]
+    assert of(d.feed(TxDone("join", 0, False, "RunFull")), Finish) == [Finish(ExitCode.RUN_FULL, "cannot join: RunFull")]
+
+
+def test_warmup_prepares_the_weights_then_says_ready_on_a_timer_and_witnesses_once_all_are(core):
+    d = Driver(core)
+    d.host.to_warmup()
+    assert of(d.feed(), PrepareEpoch) == [PrepareEpoch(0, "start")]  # a new run: its own first weights
+    assert of(d.feed(), PrepareEpoch) == []
+    out = d.feed(EpochPrepared(0, True, digest=7))
+    assert of(out, AnnounceReady) == [AnnounceReady(0)] and of(out, Allow)
+    assert of(d.feed(TimerFired(), dt=0.5), AnnounceReady) == []  # a fixed timer, not every wakeup
+    assert of(d.feed(TimerFired(), dt=0.6), AnnounceReady) == [AnnounceReady(0)]
+    assert of(d.feed(PeerReady(1, 0)), WarmupWitness) == []
+    assert of(d.feed(PeerReady(2, 0)), WarmupWitness) == [WarmupWitness(0)]
+    assert of(d.feed(PeerReady(2, 0)), WarmupWitness) == []
+
+
+def test_a_failed_preparation_leaves_with_exit_run_first(core):
+    d = Driver(core)
+    d.host.to_warmup()
+    d.feed()
+    out = d.feed(EpochPrepared(0, False, reason="no checkpoint"))
+    assert isinstance(out[1], LeaveEpoch) and out[1].epoch == 0 and emitted(out, "no_weights")
+
+
+def test_trains_the_first_two_steps_back_to_back_without_a_chain_update(core):
+    d = Driver(core)
+    out = d.start()
+    (train,) = of(out, Train)
+    assert train.step == 1 and train.batch == d.view().rounds[1].assignment[0]
+    out = d.feed(Trained(0, 1, train.batch, commitment(1, 0), 100, 5.0, 1024, 0.5))
+    assert of(out, Train) == [Train(0, 2, d.view().rounds[2].assignment[0])]  # round 2's batch: known ahead
+    assert not d.view().rounds[2].stored
+    out = d.feed(Trained(0, 2, (0, 1), commitment(2, 0), 100, 5.0, 1024, 0.5))
+    assert of(out, Train) == []  # step 3 needs step 1 applied first
+
+
+def test_applies_exactly_the_decided_results_and_then_trains_on(core):
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(1)
+    d.host.decide(ResultsList.of(0, {}).root)  # round 1 attests step 0: nothing
+    d.host.start_pending()
+    d.feed()
+    d.host.decide(ResultsList.of(1, held).root)  # round 2 decides step 1: every result we hold
+    out = d.feed()
+    (apply,) = of(out, Apply)
+    assert apply.step == 1 and apply.commitments == tuple(held[i] for i in sorted(held))
+    d.feed(Trained(0, 2, (0, 1), commitment(2, 0), 100, 5.0, 1024, 0.5))
+    out = d.feed(Applied(0, 1, 3, digest=7))
+    assert of(out, Train) and of(out, Train)[0].step == 3
+
+
+def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
+    d = Driver(core)
+    d.start()
+    d.hold_all(1)
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    decided = ResultsList.of(1, {1: commitment(1, 1), 2: commitment(1, 2, salt=9)})  # not what we hold
+    d.host.decide(decided.root)
+    out = d.feed()
+    (ask,) = of(out, FetchList)
+    assert ask.root == decided.root and not of(out, Apply)
+    out = d.feed(ListHeld(1, decided.root, decided))
+    assert [(f.sender, f.commitment) for f in of(out, Fetch)] == [(2, commitment(1, 2, salt=9))]
+    out = d.feed(ResultHeld(1, 2, commitment(1, 2, salt=9)))
+    (apply,) = of(out, Apply)
+    assert apply.commitments == (commitment(1, 1), commitment(1, 2, salt=9))
+
+
+def test_a_step_its_round_did_not_decide_applies_nothing_everywhere(core):
+    d = Driver(core)
+    d.start()
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    config = d.host.run().config
+    for k, index in enumerate(list(d.host.seats())[:2]):  # two seats, two different roots: no majority
+        assert d.host.witness(index, bytes([k + 1]) * 32) == 0
+    d.host.advance(config.max_round_train_time)
+    assert d.host.tick() == 0  # training time is up: RoundWitness
+    d.host.advance(config.round_witness_time)
+    assert d.host.tick() == 0  # the witness time too: the round ends undecided, the epoch goes on
+    out = d.feed()
+    assert d.host.run().seed_pending
+    assert [a.fields for a in emitted(out, "applied")] == [{"step": 1, "results": 0, "decided": False}]
+    assert not of(out, Apply) and not of(out, FetchList)
+
+
+# -- witnessing ----------------------------------------------------------------------------------------
+
+
+def seated_driver(core, round_step: int = 2) -> Driver:
+    """A driver whose client holds a seat in round `round_step` (the witnesses of step round_step - 1);
+    the rounds before it decided nothing."""
+    for attempt in range(60):
+        d = Driver(core, clients=5, me=attempt % 5, witness_nodes=3)
+        d.start()
+        for step in range(1, round_step):
+            d.host.decide(ResultsList.of(step - 1, {}).root)
+            d.host.start_pending()
+            d.feed(TxDone("witness", step, True))  # any record of ours landed
+        if d.me in d.host.seats():
+            d.feed()
+            return d
+    raise AssertionError("no seat found")
+
+
+def test_a_seat_waits_for_every_expected_result_then_witnesses(core):
+    d = seated_driver(core)
+    d.feed(Applied(0, 0, 0, 7))
+    assignment = d.view().rounds[1].assignment
+    others = [i for i in assignment if i != d.me]
+    for index in others[:-1]:
+        d.feed(PeerResult(index, d.result(1, index)))
+        assert not of(d.feed(ResultHeld(1, index, commitment(1, index))), SubmitWitness)
+    d.feed(ResultHeld(1, d.me, commitment(1, d.me)))
+    last = others[-1]
+    d.feed(PeerResult(last, d.result(1, last)))
+    (submitted,) = of(d.feed(ResultHeld(1, last, commitment(1, last))), SubmitWitness)
+    assert submitted.step == 2 and submitted.results.indices == tuple(sorted(assignment))
+    assert submitted.position == d.host.seats()[d.me] and submitted.weights_digest == 7
+
+
+def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without_it(core):
+    d = seated_driver(core, round_step=3)  # step 2: not the epoch's first, which is waited for longer
+    assignment = d.view().rounds[2].assignment
+    withheld = next(i for i in assignment if i != d.me)
+    for index in assignment:
+        if index != withheld:
+            d.feed(ResultHeld(2, index, commitment(2, index)))
+    assert not of(d.feed(TimerFired(), dt=0.5), SubmitWitness)
+    grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
+    (submitted,) = of(d.feed(TimerFired(), dt=grace), SubmitWitness)
+    assert withheld not in submitted.results.indices
+    # the result arrives late: the record is replaced (an undecided round), at most once a second
+    d.feed(TxDone("witness", 3, True))
+    d.feed(PeerResult(withheld, d.result(2, withheld)))
+    assert not of(d.feed(ResultHeld(2, withheld, commitment(2, withheld))), SubmitWitness)
+    (again,) = of(d.feed(TimerFired(), dt=1.1), SubmitWitness)
+    assert withheld in again.results.indices
+
+
+def test_the_epochs_first_step_is_waited_for_until_the_training_time_is_up(core):
+    d = seated_driver(core)
+    assignment = d.view().rounds[1].assignment
+    slow = next(i for i in assignment if i != d.me)
+    for index in assignment:
+        if index != slow:
+            d.feed(ResultHeld(1, index, commitment(1, index)))
+    grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
+    assert not of(d.feed(TimerFired(), dt=grace + 1), SubmitWitness)
+
+
+def test_an_equivocating_trainer_is_reported_and_never_attested(core):
+    d = seated_driver(core)
+    liar = next(i for i in d.view().rounds[1].assignment if i != d.me)
+    first, second = d.result(1, liar), d.result(1, liar, salt=1)
+    assert not of(d.feed(PeerResult(liar, first)), ReportEquivocation)
+    d.feed(ResultHeld(1, liar, first.commitment))
+    (report,) = of(d.feed(PeerResult(liar, second)), ReportEquivocation)
+    assert report.index == liar and {report.first.commitment, report.second.commitment} == {first.commitment, second.commitment}
+    out = []
+    for index in d.view().rounds[1].assignment:
+        if index != liar:
+            out += d.feed(ResultHeld(1, index, commitment(1, index)))
+    (submitted,) = of(out, SubmitWitness)  # all the others are in: no wait for the excluded one
+    assert liar not in submitted.results.indices
+
+
+def test_results_outside_the_window_or_for_another_batch_are_refused(core):
+    d = seated_driver(core)
+    index = next(i for i in d.view().rounds[1].assignment if i != d.me)
+    good = d.result(1, index)
+    wrong_batch = Result(1, good.batch_start, good.batch_end + 1, good.commitment, 100, b"s" * 64)
+    assert emitted(d.feed(PeerResult(index, wrong_batch)), "bad_message")
+    far = Result(9, 0, 1, good.commitment, 100, b"s" * 64)
+    assert emitted(d.feed(PeerResult(index, far)), "bad_message")
+    assert not of(d.feed(TimerFired()), Fetch)  # neither was taken up
+
+
+def test_a_failed_payload_is_not_fetched_again_and_one_fetch_runs_per_trainer(core):
+    d = seated_driver(core)
+    index = next(i for i in d.view().rounds[1].assignment if i != d.me)
+    fetches = of(d.feed(PeerResult(index, d.result(1, index))), Fetch)
+    assert [f.sender for f in fetches] == [index]
+    assert not of(d.feed(PeerResult(index, d.result(2, index) if 2 in d.view().rounds else d.result(1, index))), Fetch)
+    out = d.feed(ResultFailed(1, index, commitment(1, index), True, "payload of 1 bytes"))
+    assert emitted(out, "bad_result")
+    assert not [f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.step == 1 and f.sender == index]
+
+
+def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out(core):
+    d = seated_driver(core)
+    d.feed(Applied(0, 0, 0, 7))
+    assignment = d.view().rounds[1].assignment
+    out = []
+    for index in assignment:
+        out += d.feed(ResultHeld(1, index, commitment(1, index)))
+    assert of(out, SubmitWitness)
+    d.feed(TxDone("witness", 2, True))
+    lazy = next(i for i in assignment if i != d.me)
+    seen = bytearray(b"\xff" * 32)
+    seen[lazy // 8] &= ~(1 << (lazy % 8))
+    quorum = core.quorum(3)
+    for index in list(d.host.seats())[:quorum]:
+        assert d.host.witness(index, b"\x09" * 32, participants=bytes(seen)) == 0
+    d.host.start_pending()
+    out = d.feed()
+    (read,) = of(out, ReadRecords) or [None]
+    if read is not None:  # a hot-prefix view: the records are read on request
+        records = d.host.run().rounds[1].records
+        out = d.feed(RecordsRead(read.step, records))
+    assert of(out, HealthCheck) == [HealthCheck(3, (lazy,))]
+
+
+# -- leaving, drift, epoch end ----------------------------------------------------------------------------
+
+
+def test_a_dropped_client_leaves_with_exit_run_first_and_joins_the_next_epoch(core):
+    d = Driver(core)
+    d.start()
+    run = d.host.run()
+    assert core.exit(d.host.state, d.host.env(), run.clients[0].signer) == 0  # as the chain would drop it
+    out = d.feed()
+    assert isinstance(out[0], LeaveEpoch) and out[0].epoch == 0
+    assert emitted(out, "left_epoch")
+    assert not of(d.feed(TimerFired()), Train)
+
+
+def test_weights_that_differ_from_the_majority_digest_make_the_client_leave(core):
+    d = Driver(core)
+    d.start()
+    d.host.decide(ResultsList.of(0, {}).root, digest=99)  # the majority reports other starting weights
+    out = d.feed()
+    assert emitted(out, "replica_drift") and of(out, LeaveEpoch)
+
+
+def test_matching_digests_keep_the_client_in(core):
+    d = Driver(core)
+    d.start()
+    d.host.decide(ResultsList.of(0, {}).root, digest=7)
+    assert not of(d.feed(), LeaveEpoch)
+
+
+def test_cooldown_applies_everything_decided_then_saves_and_votes(core):
+    d = Driver(core)
+    d.start()
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    d.host.advance(d.host.run().config.epoch_time)  # the epoch runs out during round 2
+    d.host.decide(ResultsList.of(1, {}).root)  # round 2 ends: last_step set, round 3 is the flush
+    d.host.start_pending()
+    d.feed()
+    out = d.feed(TrainFailed(0, 1, "aborted"))  # step 1's training failed: step 2 is trained next
+    (train,) = of(out, Train)
+    d.host.decide(ResultsList.of(2, {}).root)
+    assert not of(d.feed(), SaveCheckpoint)  # the model is still busy
+    out = d.feed(Trained(0, 2, train.batch, commitment(2, 0), 100, 5.0, 1024, 0.5))
+    assert d.host.run().state == "Cooldown"
+    assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, d.host.run().progress.step)]
+    out = d.feed(Saved(0, d.host.run().progress.step, b"\x07" * 32, "abc"))
+    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, d.host.run().progress.step, b"\x07" * 32)]
+
+
+def test_stop_waits_for_training_in_flight_then_leaves_and_finishes(core):
+    d = Driver(core)
+    out = d.start()
+    (train,) = of(out, Train)
+    assert not d.feed(StopRequested())  # training in flight: wait
+    out = d.feed(Trained(0, 1, train.batch, commitment(1, 0), 100, 5.0, 1024, 0.5))
+    assert of(out, LeaveEpoch) and of(out, Finish) == [Finish(ExitCode.OK)]
+
+
+def test_a_missed_run_of_updates_is_caught_up(core):
+    d = Driver(core)
+    d.host.to_warmup()
+    d.feed()
+    d.feed(EpochPrepared(0, True, digest=7))
+    d.host.warm_up()  # we miss the first rounds entirely
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.host.decide(ResultsList.of(1, {}).root)
+    d.host.start_pending()
+    out = d.feed()
+    assert [a.fields["step"] for a in emitted(out, "applied")] == [1]  # decided empty: applied, nothing to do
+    trains = of(out, Train)
+    assert trains and trains[0].step >= 2  # steps whose results were already decided are passed over
+
+
+def test_a_due_tick_is_sent_once_per_state(core):
+    d = Driver(core)
+    d.host.to_warmup()
+    d.host.advance(d.host.run().config.warmup_time + 1)
+    out = d.feed()
+    assert len(of(out, Tick)) == 1
+    assert not of(d.feed(TimerFired(), dt=0.1), Tick)
+
+
+def test_a_closed_run_finishes(core):
+    d = Driver(core)
+    d.feed()
+    assert of(d.feed(RunClosed()), Finish) == [Finish(ExitCode.OK, "the run was closed")]
+
+
+def test_the_next_epoch_keeps_our_weights_only_if_the_majority_voted_them(core):
+    d = Driver(core)
+    machine = d.machine
+    machine.weights_epoch = 0
+    machine.saved_manifest = (1, b"\x01" * 32)
+    d.host.to_warmup()
+    d.feed()
+    assert machine._load_plan() == "keep"  # nothing voted yet: ours is the epoch end

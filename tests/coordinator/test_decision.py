@@ -1,0 +1,164 @@
+"""How a step is decided, on chain: the first results root that a strict majority of the seats
+(witness_nodes / 2 + 1) holds is the step's applied set (Round.decided, decided_root, decided_votes,
+StepDecided) and ends the round in that instruction; nothing less decides. Until then a witness may
+replace its own record, so witnesses that saw different results converge. Without a decision the round
+runs out its time and nothing is decided. The weights digest a strict majority reports is tracked too."""
+
+from __future__ import annotations
+
+import hashlib
+
+from support.coordinator_chain import (
+    elected,
+    make_config,
+    make_witness,
+    open_run,
+    play_round,
+    start_epoch,
+    start_pending_round,
+)
+
+CLIENTS = 6
+
+
+def root(name: str) -> bytes:
+    return hashlib.sha256(name.encode()).digest()
+
+
+def current_round(state) -> dict:
+    return state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+
+
+def epoch(chain, core, **config):
+    config = make_config(CLIENTS, **config)
+    _, run = open_run(chain, config)
+    members = [chain.wallet() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, config)
+    play_round(chain, core, run, members)  # height 1: its witnesses attest step 1
+    return run, members, config, list(elected(chain, core, run).items())
+
+
+def send(chain, run, members, seat, name: str, digest: int = 7):
+    index, position = seat
+    step = chain.state(run)["progress"]["step"]
+    witness = make_witness(index, position, step, root=root(name), digest=digest)
+    return chain.call("witness", members[index], run, witness)
+
+
+def events(chain, result) -> list[tuple[str, dict]]:
+    return chain.idl.events_in_logs(list(result.logs()), chain.program_id)
+
+
+def test_a_strict_majority_of_the_seats_decides_and_ends_the_round(chain, core):
+    """Five seats: two records behind one root decide nothing, the third does — in its own instruction,
+    which passes RoundWitness and freezes the next round's inputs."""
+    run, members, _, seats = epoch(chain, core, witness_nodes=5, min_clients=3)
+    assert len(seats) == 5 and core.quorum(5) == 3
+    step = chain.state(run)["progress"]["step"]
+    send(chain, run, members, seats[0], "applied")
+    send(chain, run, members, seats[1], "other")
+    send(chain, run, members, seats[2], "applied")
+    state = chain.state(run)
+    assert not current_round(state)["decided"] and state["run_state"] == "RoundTrain"
+    result = send(chain, run, members, seats[3], "applied")
+    state = chain.state(run)
+    round_ = current_round(state)
+    assert round_["decided"] and round_["decided_root"] == root("applied") and round_["decided_votes"] == 3
+    assert state["run_state"] == "RoundWitness" and state["seed_pending"] and state["seed_slot"] == chain.slot
+    assert state["progress"]["step"] == step + 1
+    names = [name for name, _ in events(chain, result)]
+    assert names == ["WitnessSubmitted", "StepDecided", "RunStateChanged"]
+    decided = dict(events(chain, result))["StepDecided"]
+    assert decided == {"run": run, "step": step - 1, "votes": 3, "_pad": 0, "results_root": root("applied")}
+    # the round is over: the fifth seat is too late
+    index, position = seats[4]
+    late = make_witness(index, position, step, root=root("applied"))
+    assert chain.fails("witness", members[index], run, late) == "SeedPending"
+    start_pending_round(chain, run, members[0])
+    assert chain.fails("witness", members[index], run, late) == "WrongStep"
+
+
+def test_half_of_the_seats_is_not_a_majority(chain, core):
+    """Four seats, two roots with two records each: no decision, however long the round lasts."""
+    run, members, config, seats = epoch(chain, core, witness_nodes=4, min_clients=3)
+    assert core.quorum(4) == 3
+    for seat, name in zip(seats, ["a", "a", "b", "b"], strict=True):
+        send(chain, run, members, seat, name)
+    state = chain.state(run)
+    assert not current_round(state)["decided"] and not state["seed_pending"]
+    assert current_round(state)["witnesses_len"] == 4
+    chain.advance(config["max_round_train_time"])
+    chain.call("tick", members[0], run)
+    chain.advance(config["round_witness_time"])
+    chain.call("tick", members[0], run)
+    state = chain.state(run)
+    assert state["seed_pending"] and not current_round(state)["decided"]
+
+
+def test_records_are_replaced_until_the_witnesses_converge(chain, core):
+    """Seat 0 missed a result and reports root "partial"; seat 1 reports "full". Seat 0 then receives the
+    result and replaces its record: the two agree, which decides. A replacement keeps the record's place
+    (at most witness_nodes records) and chains into the witness digest; resending a record is refused."""
+    run, members, _, seats = epoch(chain, core)
+    send(chain, run, members, seats[0], "partial")
+    assert chain.fails("witness", members[seats[0][0]], run, make_witness(
+        *seats[0], chain.state(run)["progress"]["step"], root=root("partial"))) == "DuplicateWitness"  # fmt: skip
+    send(chain, run, members, seats[1], "full")
+    before = current_round(chain.state(run))
+    assert before["witnesses_len"] == 2 and not before["decided"]
+    result = send(chain, run, members, seats[0], "full")
+    assert [name for name, _ in events(chain, result)][:2] == ["WitnessSubmitted", "StepDecided"]
+    state = chain.state(run)
+    round_ = current_round(state)
+    assert round_["decided"] and round_["decided_root"] == root("full") and round_["decided_votes"] == 2
+    assert round_["witnesses_len"] == 2 and round_["witness_digest"] != before["witness_digest"]
+    head = state["epoch"]["rounds_head"]
+    records = state["witnesses"][head]["records"][:2]
+    assert [(r["index"], r["results_root"]) for r in records] == [(seats[0][0], root("full")),
+                                                                   (seats[1][0], root("full"))]  # fmt: skip
+    assert [c["dissents"] for c in state["clients"][:CLIENTS]] == [0] * CLIENTS  # nobody lost
+
+
+def test_without_a_decision_the_round_times_out_and_nothing_is_decided(chain, core):
+    """Three seats, three roots: the round waits out its training time and its witness time; the step is
+    not decided, no StepDecided is logged, no dissent is counted, and a witness after the time is
+    refused. Enough seats reported (the quorum), so the epoch goes on."""
+    run, members, config, seats = epoch(chain, core)
+    for seat, name in zip(seats, ["a", "b", "c"], strict=True):
+        send(chain, run, members, seat, name)
+    assert chain.fails("tick", members[0], run) == "NothingToTick"
+    chain.advance(config["max_round_train_time"])
+    chain.call("tick", members[0], run)
+    assert chain.state(run)["run_state"] == "RoundWitness"
+    chain.advance(config["round_witness_time"])
+    index, position = seats[0]
+    late = make_witness(index, position, chain.state(run)["progress"]["step"], root=root("b"))
+    assert chain.fails("witness", members[index], run, late) == "RoundOver"
+    result = chain.call("tick", members[0], run)
+    assert "StepDecided" not in [name for name, _ in events(chain, result)]
+    state = chain.state(run)
+    round_ = current_round(state)
+    assert state["seed_pending"] and not round_["decided"] and round_["decided_votes"] == 0
+    assert round_["decided_root"] == bytes(32)
+    assert [c["dissents"] for c in state["clients"][:CLIENTS]] == [0] * CLIENTS
+    start_pending_round(chain, run, members[0])
+    assert chain.state(run)["run_state"] == "RoundTrain"
+
+
+def test_the_weights_digest_of_a_majority_is_tracked_on_every_record(chain, core):
+    """Replicas compare weights digests: the round shows the one a strict majority of seats reported
+    (digest_votes), recomputed on every record, replacements included."""
+    run, members, _, seats = epoch(chain, core)
+
+    def digest() -> tuple[int, int]:
+        round_ = current_round(chain.state(run))
+        return round_["weights_digest"], round_["digest_votes"]
+
+    send(chain, run, members, seats[0], "a", digest=11)
+    assert digest() == (0, 0)
+    send(chain, run, members, seats[1], "b", digest=11)
+    assert digest() == (11, 2)
+    send(chain, run, members, seats[0], "a", digest=12)  # its replacement changes its digest
+    assert digest() == (0, 0)
+    send(chain, run, members, seats[2], "c", digest=12)
+    assert digest() == (12, 2)

@@ -1,0 +1,73 @@
+"""The SDK's side of the new instructions over real RPC: RunClient.vote_weights (finishers set the
+checkpoint's weights), report_equivocation (two signed results of one step convict the trainer),
+settle_points (close_run settles what nobody claimed) and close_points once the run is closed."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from solders.keypair import Keypair
+from support.scripted_run import play_epoch
+
+from cohort.sdk.client import RunClient, SignedResult
+from cohort.sdk.rpc import Rpc
+from cohort.sdk.run_config import load_run_file
+from cohort.sdk.statements import result_statement
+
+
+def signed(client: RunClient, node: Keypair, run, step: int, payload: bytes) -> SignedResult:
+    commitment = hashlib.sha256(payload).digest()
+    message = result_statement(client.idl, run, step, (0, 8), commitment)
+    return SignedResult(step, (0, 8), commitment, bytes(node.sign_message(message)))
+
+
+async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers, core, tmp_path):
+    run_file = load_run_file(helpers.config_copy(tmp_path, "votes"), core)
+    net = workspace.localnet.net
+    async with Rpc(net.http_url, idl=core.idl) as rpc:
+        client = RunClient(rpc, workspace.program_id, ws_url=net.ws_url, idl=core.idl)
+        await client.create_run(workspace.wallet, run_file)
+        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
+        for m in members:
+            await rpc.airdrop(m.pubkey(), 10**9)
+        nodes = [Keypair() for _ in members]
+        await play_epoch(client, "votes", members, node_keys=nodes)
+
+        # the epoch's finishers vote until the next epoch starts: a strict majority sets the weights
+        run = await client.fetch_run("votes")
+        manifest = hashlib.sha256(b"epoch-0 manifest").digest()
+        for c in run.clients[:2]:
+            await client.vote_weights(next(m for m in members if m.pubkey() == c.signer), "votes", c.index,
+                                      run.progress.step, manifest)  # fmt: skip
+        checkpoint = (await client.fetch_run("votes")).model.checkpoint
+        assert checkpoint.weights_sha256 == manifest and checkpoint.step == run.progress.step
+
+        # a trainer had signed two different results for the epoch's first step: anyone reports them
+        accused = run.clients[1]
+        node = next(n for n in nodes if n.pubkey() == accused.p2p_identity)
+        step = run.progress.step - 2
+        first, second = signed(client, node, run.address, step, b"one"), signed(client, node, run.address, step, b"two")
+        with pytest.raises(ValueError, match="different commitments"):
+            await client.report_equivocation(members[0], run.address, accused.index, accused.p2p_identity, first, first)
+        reporter = Keypair()
+        await rpc.airdrop(reporter.pubkey(), 10**9)
+        await client.report_equivocation(reporter, run.address, accused.index, accused.p2p_identity, first, second)
+        run = await client.fetch_run("votes")
+        assert run.clients[1].state == "Convicted"
+        assert next(e for e in run.registry if e.signer == accused.signer).earned == 0  # forfeited
+
+        # closing settles the others' points into their Points accounts; they close them afterwards
+        owed = {e.signer: e.earned for e in run.registry if e.earned}
+        assert len(owed) == len(members) - 1 and accused.signer not in owed
+        await client.set_paused(workspace.wallet, "votes", True)
+        await client.close_run(workspace.wallet, "votes")
+        assert await rpc.account_data(run.address) is None
+        for wallet in members:
+            points = await rpc.account_data(client.points_address(run.address, wallet.pubkey()))
+            if wallet.pubkey() not in owed:
+                assert points is None
+                continue
+            assert core.idl.decode_account("Points", points)["points"] == owed[wallet.pubkey()]
+            await client.close_points(wallet, run.address)
+            assert await rpc.account_data(client.points_address(run.address, wallet.pubkey())) is None
