@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from rich.console import Console
@@ -57,10 +58,10 @@ def figures(trainers, skip: int, last: int) -> Figures:
         busy = sum(trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order[1:])
         wall = trained[order[-1]]["t"] - trained[order[0]]["t"]
         shares.append(busy / wall)
-        steps += [trained[b]["t"] - trained[a]["t"] for a, b in zip(order, order[1:], strict=False) if b == a + 1]
+        steps += [trained[b]["t"] - trained[a]["t"] for a, b in pairwise(order) if b == a + 1]
         computes += [trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order]
         starts = sorted(e["t"] for e in t.events("state") if e["state"] == "RoundTrain" and skip <= e["step"] <= last)
-        rounds += [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        rounds += [b - a for a, b in pairwise(starts)]
     if not shares:
         raise SystemExit("no steady-state steps were recorded")
     step = statistics.median(steps)
@@ -85,11 +86,7 @@ async def measure(args: argparse.Namespace, profile: str) -> Figures:
                                   epoch_time=900, max_round_train_time=60, warmup_time=60,
                                   init_min_clients=args.clients, num_parameters=0)  # fmt: skip
             async with LocalRun(config=config, root=root, trainer_args=("--p2p", args.p2p), placement=placement) as lr:
-                wallets = [lr.new_wallet(f"c{i}") for i in range(args.clients)]
-                for w, _ in wallets:
-                    await lr.fund(w)
-                await lr.create_run([w for w, _ in wallets])
-                trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+                trainers = await lr.start_members(args.clients)
                 first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
                 skip = first.progress.step + 3  # past the epoch's first steps (cold caches, no apply yet)
                 target = skip + args.rounds

@@ -4,8 +4,9 @@ localnet, every client its own process.
 
     .venv/bin/python benchmarks/client/scale.py [--clients 4,16,32,64] [--rounds 8] [--step-seconds 1.0]
 
-Prints per run size, medians over clients and steady rounds: the round time, per-client upload and
-download bytes per round (P2P; results themselves and everything else), per-client RPC requests and bytes
+Prints per run size, medians over clients and steady rounds: the round time, how many copies of its own
+result a client served (holders re-serve what they checked: this stays a small constant), per-client
+upload and download bytes per round (P2P; results themselves and everything else), per-client RPC requests and bytes
 per round (the localnet counts what each connection asked and received), and transactions per round. The
 targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
 downloads once each), round time growing no faster than log N.
@@ -32,27 +33,27 @@ async def measure(clients: int, rounds: int, step_seconds: float) -> dict[str, f
         config = write_config(root / "run.toml", global_batch_size_start=batch, global_batch_size_end=batch,
                               init_min_clients=clients, min_clients=max(2, clients // 2), epoch_time=3600,
                               max_round_train_time=60, warmup_time=300)  # fmt: skip
-        extra = ("--synthetic", "--synthetic-seconds", str(step_seconds))
+        extra = ("--synthetic", "--synthetic-seconds", str(step_seconds * clients / batch))  # per sequence
         async with LocalRun(config=config, root=root, trainer_args=extra) as lr:
-            wallets = [lr.new_wallet(f"c{i}") for i in range(clients)]
-            for w, _ in wallets:
-                await lr.fund(w)
-            await lr.create_run([w for w, _ in wallets])
-            trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+            trainers = await lr.start_members(clients)
             first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 600, "the first round")
             skip = first.progress.step + 3
+            # from here on the harness reads nothing from the RPC (it watches the clients' event files), so
+            # the localnet's traffic is the clients' alone
+            await lr.wait_for_events("applied", 1, 300, step=skip)
             before = await lr.rpc_stats()
-            start = await lr.wait_for(lambda r: r.progress.step >= skip, 300, "steady rounds")
-            target = skip + rounds
-            end = await lr.wait_for(lambda r: r.progress.step >= target, 120 * rounds, f"{rounds} rounds")
+            await lr.wait_for_events("applied", 1, 120 * rounds, step=skip + rounds)
             after = await lr.rpc_stats()
-            elapsed_rounds = end.progress.step - start.progress.step
-            stats = [t.events("traffic") for t in trainers]
+            elapsed_rounds = rounds
+            stats = [[e for e in t.events("traffic") if skip <= e["step"] <= skip + rounds] for t in trainers]
     up = [s[-1]["sent"] - s[0]["sent"] for s in stats if len(s) > 1]
     down = [s[-1]["received"] - s[0]["received"] for s in stats if len(s) > 1]
     times = [s[-1]["t"] - s[0]["t"] for s in stats if len(s) > 1]
     per_round = statistics.median(times) / max(elapsed_rounds, 1)
+    own = [e["own_uploads"] for s in stats for e in s if e.get("own_uploads") is not None]
     return {
+        "own_uploads": statistics.median(own) if own else 0.0,
+        "own_uploads_max": max(own) if own else 0,
         "round": per_round,
         "up": statistics.median(up) / max(elapsed_rounds, 1),
         "down": statistics.median(down) / max(elapsed_rounds, 1),
@@ -64,12 +65,14 @@ async def measure(clients: int, rounds: int, step_seconds: float) -> dict[str, f
 
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
-    for column in ("clients", "round (s)", "upload / client / round", "download / client / round",
+    for column in ("clients", "round (s)", "copies of own result served (median, max)", "upload / client / round",
+                   "download / client / round",
                    "RPC requests / client / round", "RPC bytes / client / round", "transactions / round"):  # fmt: skip
         table.add_column(column, justify="right")
     for n in [int(x) for x in args.clients.split(",")]:
         f = await measure(n, args.rounds, args.step_seconds)
-        table.add_row(str(n), f"{f['round']:.2f}", f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
+        table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
+                      f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
                       f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}")  # fmt: skip
     Console().print(table)
 

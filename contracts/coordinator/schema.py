@@ -118,6 +118,7 @@ CONSTANTS: dict[str, int] = {
     "PARTICIPANT_BITMAP_LEN": 32,  # one bit per epoch client index (MAX_CLIENTS bits)
     "ENDPOINT_LEN": 160,  # a node's network address: printable ASCII, NUL-padded
     "DISSENT_LIMIT": 3,  # a witness whose root lost this many decisions of an epoch gets no more seats
+    "MEDIAN_SHARE": 4,  # the share of a member declaring the median throughput (shares are in quarters)
 }
 
 SYSTEM_PROGRAM = "11111111111111111111111111111111"
@@ -237,15 +238,20 @@ RunConfig = S(
     F("total_steps", U32),
     F("init_min_clients", U16, "clients needed to start an epoch"),
     F("min_clients", U16, "clients needed to keep training"),
-    F(
-        "witness_nodes",
-        U16,
-        "witness seats per round; a strict majority of them decides a step, never of the arrivals",
-    ),
     F("global_batch_size_start", U16, "sequences per round at the start of the ramp"),
     F("global_batch_size_end", U16),
     F("waiting_for_members_extra_time", U8, "seconds"),
     F("join_policy", JoinPolicy),
+    F(
+        "witness_nodes",
+        U8,
+        "witness seats per round (<= MAX_WITNESSES); a strict majority of them decides a step, never of the arrivals",
+    ),
+    F(
+        "max_share_ratio",
+        U8,
+        "how much more (or less) data than the median member a fast (slow) one gets: 1..16, 1 = equal shares",
+    ),
 )
 RunMetadata = S(
     "RunMetadata",
@@ -270,6 +276,8 @@ Client = S(
     F("registry_index", U16),
     F("exited_height", U32, "round height at which the client stopped being Healthy"),
     F("weights_vote", Bytes(32), "manifest hash of its epoch-end checkpoint (vote_weights; zero = none)"),
+    F("share", U16, "its weight in each round's batch, in quarters of the median member's (set at Warmup)"),
+    F("_pad2", U16),
     doc="A member of the current epoch. Indices into the epoch's client list never change mid-epoch.",
 )
 Witness = S(
@@ -322,8 +330,10 @@ RegistryEntry = S(
     "RegistryEntry",
     F("signer", PUBKEY),
     F("p2p_identity", PUBKEY),
-    F("earned", U64, "reward points: rounds trained in successfully finished epochs"),
+    F("earned", U64, "reward points: rounds trained in successfully finished epochs, times the member's share"),
     F("join_marker", U64, "equals Run.next_active while the join is pending for the next epoch"),
+    F("throughput", U32, "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median)"),
+    F("_pad", U32),
 )
 Run = S(
     "Run",
@@ -432,6 +442,8 @@ JoinRunArgs = S(
     "JoinRunArgs",
     F("p2p_identity", PUBKEY, "iroh node id; an earlier Ed25519 instruction proves its key signed"),
     F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (printable ASCII, NUL-padded), kept in its Endpoint account"),
+    F("throughput", U32, "tokens/s this client measured it trains at (0 = unknown); sets its share of the batch"),
+    F("_pad", U32),
 )
 WarmupWitnessArgs = S("WarmupWitnessArgs", F("index", U16))
 WitnessArgs = S(

@@ -28,11 +28,7 @@ async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: 
                           init_min_clients=4, min_clients=3, witness_nodes=3)  # fmt: skip
     env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}
     async with LocalRun(config=config, root=tmp_path / "run", env=env) as lr:
-        wallets = [lr.new_wallet(f"c{i}") for i in range(4)]
-        for wallet, _ in wallets:
-            await lr.fund(wallet)
-        await lr.create_run([w for w, _ in wallets])
-        trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+        trainers = await lr.start_members(4)
         *survivors, victim = trainers
         first = await lr.wait_for(lambda r: r.progress.epoch == 1 and r.state == RunState.RoundTrain, 120, "epoch 1")
         await lr.wait_for(lambda r: r.progress.step >= first.progress.step + 2, 60, "two rounds of epoch 1")
@@ -41,7 +37,7 @@ async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: 
         victim.process.wait(10)
 
         # the others go on: the victim's results stop, and the witnesses' health check drops it
-        victim_wallet = wallets[3][0].pubkey()
+        victim_wallet = victim.wallet.pubkey()
         dropped = await lr.wait_for(lambda r: r.client(victim_wallet) is not None and r.client(victim_wallet).state == "Dropped",
                                     60, "the health check")  # fmt: skip
         assert dropped.progress.epoch == 1 and any(t.events("health_check") for t in survivors)
@@ -58,7 +54,7 @@ async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: 
         assert voted.step == after.progress.step and saved == {voted.weights_sha256.hex()}, (voted, saved)
 
         # the same wallet again: it rejoins the next epoch (which needs it: init_min_clients = 4)
-        restarted = lr.start_trainer("c3", wallets[3])
+        restarted = lr.start_trainer("c3", (victim.wallet, victim.wallet_path))
         await lr.wait_for(lambda r: r.progress.epoch >= 3, 150, "epoch 2 with the restarted client")
         assert all(t.alive for t in [*survivors, restarted])
         assert [e["node_id"] for e in restarted.events("p2p_started")] == [node_id, node_id]

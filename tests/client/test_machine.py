@@ -156,6 +156,7 @@ def test_trains_the_first_two_steps_back_to_back_without_a_chain_update(core):
     assert not d.view().rounds[2].stored
     out = d.feed(Trained(0, 2, (0, 1), commitment(2, 0), 100, 5.0, 1024, 0.5))
     assert of(out, Train) == []  # step 3 needs step 1 applied first
+    assert d.machine.throughput() == 2048  # tokens/s our next join declares (it sizes our share)
 
 
 def test_applies_exactly_the_decided_results_and_then_trains_on(core):

@@ -64,11 +64,7 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
     config, start_digest = starting_checkpoint(ci_config, tmp_path / "start")
     home = tmp_path / "home"  # one user: the clients' default checkpoint directories live under it
     async with LocalRun(config=config, root=tmp_path / "run", env={"HOME": str(home), "XDG_CACHE_HOME": ""}) as lr:
-        wallets = [lr.new_wallet(f"c{i}") for i in range(3)]
-        for wallet, _ in wallets:
-            await lr.fund(wallet)
-        await lr.create_run([w for w, _ in wallets])
-        trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+        trainers = await lr.start_members(3)
 
         await lr.wait_for(lambda r: r.progress.epoch >= 2, 150, "two epochs")
         # the websocket is cut: the localnet restarts on its ledger while the third epoch runs
@@ -107,12 +103,12 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
         measured = [e["loss"] for t in trainers for e in t.events("evaluated")]
         assert measured and evals, (measured, evals)
         assert all(min(abs(x - m) for m in measured) < 1e-4 for x in evals)  # each one a client measured (f32)
-        # points: one per round of each finished epoch, to each client
+        # points: rounds of each finished epoch times the share, to each client
         earned = {str(e.signer): e.earned for e in run.registry}
-        assert all(earned[str(w.pubkey())] > 0 for w, _ in wallets), earned
+        assert all(earned[str(t.wallet.pubkey())] > 0 for t in trainers), earned
         # SIGTERM: the client finishes what is in flight, then leaves the run (exit_run) and exits 0
         trainers[0].process.send_signal(signal.SIGTERM)
         assert trainers[0].process.wait(60) == 0
         assert trainers[0].events("exited")
         left = await lr.state()
-        assert all(e.signer != wallets[0][0].pubkey() for e in left.registry)
+        assert all(e.signer != trainers[0].wallet.pubkey() for e in left.registry)

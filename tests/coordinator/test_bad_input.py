@@ -156,7 +156,7 @@ def test_wrong_slot_hashes_account(chain, core, training, name):
     state = chain.state(run)
     signer, args, extra = members[0], None, {}
     if name == "join_run":
-        args, extra = {"p2p_identity": members[0].pubkey(), "endpoint": b""}, {"authorization": run}
+        args, extra = {"p2p_identity": members[0].pubkey(), "endpoint": b"", "throughput": 0}, {"authorization": run}
     elif name == "witness":
         index, position = next(iter(elected(chain, core, run).items()))
         signer, args = members[index], make_witness(index, position, state["progress"]["step"])
@@ -194,7 +194,7 @@ def sample_args(chain, name: str, signer: Keypair) -> dict | None:
         "set_checkpointers": {"checkpointers": [signer.pubkey()] * 8},
         "set_paused": {"paused": True},
         "set_join_authorization": {"grantee": signer.pubkey(), "allowed": True},
-        "join_run": {"p2p_identity": signer.pubkey(), "endpoint": b""},
+        "join_run": {"p2p_identity": signer.pubkey(), "endpoint": b"", "throughput": 0},
         "warmup_witness": {"index": 0},
         "witness": make_witness(0, 0, 1),
         "health_check": {"count": 1, "indices": [0] * 32},

@@ -24,7 +24,7 @@ from cohort.sdk.statements import (
 
 
 def join_ix(chain, wallet, run, identity, endpoint=b""):
-    args = {"p2p_identity": identity, "endpoint": endpoint}
+    args = {"p2p_identity": identity, "endpoint": endpoint, "throughput": 0}
     return chain.call_ix("join_run", wallet, run, args, authorization=run)
 
 
@@ -168,7 +168,7 @@ def test_the_endpoint_goes_to_the_wallets_endpoint_account_and_must_be_canonical
     stranger, key = chain.wallet(), Keypair()
     proof = chain.join_ixs(stranger, run, key)[0]
     for account in (chain.endpoint_address(run, wallet.pubkey()), Keypair().pubkey()):
-        args = {"p2p_identity": key.pubkey(), "endpoint": b""}
+        args = {"p2p_identity": key.pubkey(), "endpoint": b"", "throughput": 0}
         join = chain.call_ix("join_run", stranger, run, args, authorization=run, endpoint=account)
         assert chain.send_fails([proof, join], [stranger], run).name == "WrongPda"
 

@@ -84,7 +84,8 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
         assert clients["phase"] == "RoundTrain" and len(clients["clients"]) == 3
         assert {c["role"] for c in clients["clients"]} <= {"witness", "trainer", "-"}
         assert sum(c["role"] == "witness" for c in clients["clients"]) == 3  # three seats, three clients
-        assert all(c["points"] == 2 and c["health"] == "Healthy" for c in clients["clients"])
+        # two rounds at the median member's share (4 quarters) each
+        assert all(c["points"] == 2 * 4 and c["health"] == "Healthy" for c in clients["clients"])
 
         page = (await http.get("/api/runs/shaped/events?limit=5")).json()
         assert len(page["events"]) == 5 and page["next_before"] == page["events"][-1]["id"]

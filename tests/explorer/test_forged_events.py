@@ -52,7 +52,7 @@ async def test_forged_events_change_no_endpoint_and_are_not_indexed(chain, tmp_p
         return [proof, client.instruction(
             "join_run", {"user": wallet.pubkey(), "run": run, "authorization": run,
                          "endpoint": client.endpoint_address(run, wallet.pubkey())},
-            {"p2p_identity": node.pubkey(), "endpoint": encode_endpoint(endpoint, capacity)},
+            {"p2p_identity": node.pubkey(), "endpoint": encode_endpoint(endpoint, capacity), "throughput": 0},
         )]  # fmt: skip
 
     # the forger alone, with the run's account writable (it is listed, not written)

@@ -49,7 +49,7 @@ MALFORMED = [
     ("[metadata]", "[metadata]\ncolour = 1", "[metadata]: unknown key 'colour'"),
     ("epoch_time = 1800", "epoch_time = -1", "[config].epoch_time: expected an integer"),
     ("warmup_time = 120", 'warmup_time = "2m"', "[config].warmup_time: expected an integer"),
-    ("witness_nodes = 3", "witness_nodes = 70000", "[config].witness_nodes: expected an integer from 0 to 65535"),
+    ("witness_nodes = 3", "witness_nodes = 70000", "[config].witness_nodes: expected an integer from 0 to 255"),
     ("epoch_time = 1800", "epoch_time = 0", "epoch_time must be > 0"),
     ("warmup_time = 120", "warmup_time = 1800", "warmup_time must be < epoch_time"),
     ("max_round_train_time = 30", "max_round_train_time = 0", "max_round_train_time must be > 0 and < epoch_time"),

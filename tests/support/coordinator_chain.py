@@ -55,6 +55,7 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
         global_batch_size_start=max(clients, 8),
         global_batch_size_end=max(2 * clients, 16),
         join_policy="Open",
+        max_share_ratio=4,
     )
     config.update(overrides)
     return config
@@ -303,12 +304,14 @@ class Chain:
         node_key: Keypair | None = None,
         authorization: Pubkey | None = None,
         endpoint: bytes = b"",
+        throughput: int = 0,
     ) -> list[Instruction]:
-        """The node key's Ed25519 proof of possession, then join_run (a fresh node key unless given)."""
+        """The node key's Ed25519 proof of possession, then join_run (a fresh node key unless given).
+        `throughput` (tokens/s) sets the member's share of each batch; 0 counts as the median."""
         node_key = node_key or Keypair()
         marker = self.state(run)["next_active"]
         proof = ed25519_instruction(node_key, join_proof_message(self.idl, run, wallet.pubkey(), marker))
-        args = {"p2p_identity": node_key.pubkey(), "endpoint": endpoint}
+        args = {"p2p_identity": node_key.pubkey(), "endpoint": endpoint, "throughput": throughput}
         join = self.call_ix("join_run", wallet, run, args, authorization=authorization or run)
         return [proof, join]
 
@@ -449,11 +452,13 @@ def start_pending_round(chain: Chain, run: Pubkey, wallet: Keypair) -> bool:
 
 
 def begin_warmup(chain: Chain, run: Pubkey, members: Sequence[Keypair], config: dict,
-                 node_keys: Sequence[Keypair] | None = None) -> None:  # fmt: skip
-    """Everyone joins (with these node keys, else fresh ones) and, once the extra waiting time passed, a
-    tick starts the epoch's Warmup."""
+                 node_keys: Sequence[Keypair] | None = None,
+                 throughputs: Sequence[int] | None = None) -> None:  # fmt: skip
+    """Everyone joins (with these node keys, else fresh ones, declaring these throughputs, else none) and,
+    once the extra waiting time passed, a tick starts the epoch's Warmup."""
     for k, wallet in enumerate(members):
-        chain.join(wallet, run, node_keys[k] if node_keys else None)
+        chain.join(wallet, run, node_keys[k] if node_keys else None,
+                   throughput=throughputs[k] if throughputs else 0)  # fmt: skip
     chain.advance(config["waiting_for_members_extra_time"])
     chain.call("tick", members[0], run)
     state = chain.state(run)
@@ -481,10 +486,11 @@ def open_run(
     return authority, run
 
 
-def play_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, wallets: Sequence[Keypair], config: dict) -> None:
+def play_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, wallets: Sequence[Keypair], config: dict,
+               throughputs: Sequence[int] | None = None) -> None:  # fmt: skip
     """`wallets` join and play a whole epoch (rounds until it times out) to the next WaitingForMembers,
     so every healthy finisher earns points. Epoch indices follow the registry, not the order given."""
-    begin_warmup(chain, run, wallets, config)
+    begin_warmup(chain, run, wallets, config, throughputs=throughputs)
     by_key = {w.pubkey(): w for w in wallets}
     members = [by_key[c["signer"]] for c in chain.state(run)["clients"][: len(wallets)]]
     for index in range(config["witness_nodes"]):

@@ -26,11 +26,7 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
     config = write_config(tmp_path / "run.toml", epoch_time=20, max_round_train_time=6, warmup_time=15)
     bed = make_bed(nodes)
     async with LocalRun(config=config, root=tmp_path / "run", placement=bed) as lr:
-        wallets = [lr.new_wallet(f"c{i}") for i in range(3)]
-        for wallet, _ in wallets:
-            await lr.fund(wallet)
-        await lr.create_run([w for w, _ in wallets])
-        trainers = [lr.start_trainer(f"c{i}", w) for i, w in enumerate(wallets)]
+        trainers = await lr.start_members(3)
         await lr.wait_for(lambda r: r.progress.epoch >= 2, 240, "two epochs through the emulated links")
         await lr.wait_for_events("epoch_end", 1, 30, epoch=1)  # the last checkpoint may still be written
         assert all(t.alive for t in trainers)

@@ -50,7 +50,11 @@ class Dispatcher:
                 message = f"Invalid request: batch of {len(request)} exceeds {MAX_BATCH} requests"
                 return dumps(error_response(RpcError(INVALID_REQUEST, message)))
             return dumps(list(await asyncio.gather(*(self.handle(r) for r in request))))
-        return dumps(await self.handle(request))
+        answer = dumps(await self.handle(request))
+        traffic = getattr(self.node, "traffic", None)
+        if traffic is not None and isinstance(request, dict) and isinstance(request.get("method"), str):
+            traffic.bytes_by_method[request["method"]] += len(answer)
+        return answer
 
     async def handle(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict):
@@ -62,6 +66,9 @@ class Dispatcher:
         if request.get("jsonrpc") != "2.0" or not isinstance(method, str):
             message = 'Invalid request: needs "jsonrpc": "2.0" and a string "method"'
             return error_response(RpcError(INVALID_REQUEST, message), request_id)
+        traffic = getattr(self.node, "traffic", None)
+        if traffic is not None:
+            traffic.by_method[method] += 1
         try:
             handler = self._sync.get(method)
             if handler is not None:

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -12,6 +13,10 @@ class Traffic:
     bytes_in: int = 0  # request bodies
     bytes_out: int = 0  # HTTP answers and websocket messages
     notifications: int = 0  # websocket messages sent
+    by_method: Counter = field(default_factory=Counter)  # calls per method
+    bytes_by_method: Counter = field(default_factory=Counter)  # answer bytes per method (HTTP)
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+    def as_dict(self) -> dict:
+        return {"requests": self.requests, "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+                "notifications": self.notifications, "by_method": dict(self.by_method),
+                "bytes_by_method": dict(self.bytes_by_method)}  # fmt: skip

@@ -335,12 +335,13 @@ class RunClient:
 
     # -- the clients' instructions --------------------------------------------------------------------
     async def join_run(self, user: Keypair, run: str | Pubkey, node_key: Keypair, endpoint: str = "",
-                       payer: Keypair | None = None) -> Any:  # fmt: skip
+                       payer: Keypair | None = None, throughput: int = 0) -> Any:  # fmt: skip
         """Join the next epoch as the node `node_key` (a Keypair from the node's 32-byte Ed25519 seed; its
         public key is the node id), reachable at `endpoint` (printable ASCII: kept in the wallet's Endpoint
         account, where peers read it, and published in ClientJoined). The node key signs (run, wallet,
         join marker) in an Ed25519 instruction before the join, which proves it belongs to this wallet for
-        this joining window. For Authorized runs the wallet's JoinAuthorization is passed along."""
+        this joining window. `throughput` (tokens/s the node trains at; 0 = unknown) sets its share of the
+        next epoch's batches. For Authorized runs the wallet's JoinAuthorization is passed along."""
         raw_endpoint = encode_endpoint(endpoint, self.idl.constants["ENDPOINT_LEN"])
         state = await self.fetch_run(run)
         address = state.address
@@ -353,7 +354,7 @@ class RunClient:
             "join_run",
             {"user": user.pubkey(), "run": address, "authorization": authorization,
              "endpoint": self.endpoint_address(address, user.pubkey())},
-            {"p2p_identity": node_key.pubkey(), "endpoint": raw_endpoint},
+            {"p2p_identity": node_key.pubkey(), "endpoint": raw_endpoint, "throughput": max(0, min(throughput, 2**32 - 1))},
         )  # fmt: skip
         return await self._send([proof, join], user, payer=payer)
 

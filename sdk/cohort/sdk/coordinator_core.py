@@ -95,7 +95,7 @@ class CoordinatorCore:
         self.lib.coord_witness_quorum.restype = ctypes.c_uint16
         self.lib.coord_withdraw_pending_join.restype = ctypes.c_bool
         self.lib.coord_points_unclaimed.restype = ctypes.c_bool
-        self.lib.coord_batch_interval.restype = None
+        self.lib.coord_assignment.restype = ctypes.c_uint64
         for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
                      "coord_check_progress", "coord_check_metadata"):  # fmt: skip
             getattr(self.lib, name).restype = ctypes.c_uint64
@@ -156,10 +156,11 @@ class CoordinatorCore:
         return self._call("coord_tick", run, env)
 
     def join(
-        self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey, endpoint: bytes = b""
+        self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey, endpoint: bytes = b"",
+        throughput: int = 0,
     ) -> int:
         """The core's part of join_run (the program checks the node key's signature before it)."""
-        args = {"p2p_identity": p2p_identity, "endpoint": endpoint}  # the coder NUL-pads it
+        args = {"p2p_identity": p2p_identity, "endpoint": endpoint, "throughput": throughput}  # the coder NUL-pads it
         return self._call("coord_join", run, env, self._key(signer), self._ix_args("join_run", args))
 
     def exit(self, run: bytearray, env: Env, signer: Pubkey) -> int:
@@ -282,17 +283,13 @@ class CoordinatorCore:
     def quorum(self, witness_nodes: int) -> int:
         return self.lib.coord_witness_quorum(ctypes.c_uint16(witness_nodes))
 
-    def batch_interval(self, round_: bytes, trainers: int, k: int) -> tuple[int, int]:
-        """Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers."""
-        start, end = ctypes.c_uint64(), ctypes.c_uint64()
-        self.lib.coord_batch_interval(
-            round_,
-            ctypes.c_uint64(trainers),
-            ctypes.c_uint64(k),
-            ctypes.byref(start),
-            ctypes.byref(end),
-        )
-        return start.value, end.value
+    def assignment(self, run: bytes, round_: bytes) -> dict[int, tuple[int, int]]:
+        """Epoch client index -> the batch [start, end) it trains in `round_` (one round's summary bytes,
+        stored or predicted), sized by the members' shares in `run` (the state after the discriminator)."""
+        order = self.trainer_order(round_)
+        starts, ends = (ctypes.c_uint64 * 256)(), (ctypes.c_uint64 * 256)()
+        n = self.lib.coord_assignment(bytes(run), round_, starts, ends)
+        return {order[k]: (starts[k], ends[k]) for k in range(n) if ends[k] > starts[k]}
 
     # -- validation: the program's own rules, run before anything is sent ------------------------------
     def _check(self, name: str, *args) -> Violation | None:

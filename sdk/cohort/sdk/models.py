@@ -50,6 +50,7 @@ class RunConfig:
     global_batch_size_end: int
     waiting_for_members_extra_time: int
     join_policy: str = "Open"
+    max_share_ratio: int = 4  # a fast member's batch may be up to this many times the median's (1: equal)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class Client:
     exited_height: int
     dissents: int = 0  # decisions of this epoch its witness root lost
     weights_vote: bytes = bytes(32)  # manifest hash it voted at the epoch's end (zero: none)
+    share: int = 4  # its weight in each round's batch (MEDIAN_SHARE = 4 for the median member)
 
     @property
     def healthy(self) -> bool:
@@ -280,7 +282,7 @@ class Run:
                 )
         clients = tuple(
             Client(i, c["signer"], c["p2p_identity"], c["state"], c["exited_height"], c["dissents"],
-                   bytes(c["weights_vote"]))
+                   bytes(c["weights_vote"]), c["share"])
             for i, c in enumerate(raw["clients"][: epoch["clients_len"]])
         )  # fmt: skip
         registry = tuple(

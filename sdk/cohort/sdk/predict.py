@@ -32,12 +32,8 @@ def batches_of(core: CoordinatorCore, run: Run, signer: Pubkey) -> list[tuple[in
     round_ = _round_bytes(core, run)
     if client is None or round_ is None or not run.round_active:
         return []
-    order = core.trainer_order(round_)
-    return [
-        core.batch_interval(round_, len(order), k)
-        for k, index in enumerate(order)
-        if index == client.index
-    ]
+    batch = core.assignment(run.data[8:], round_).get(client.index)
+    return [batch] if batch is not None else []
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ serve from (this store, a shared checkpoint directory).
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +39,9 @@ class BlobSource(Protocol):
 class _Entry:
     data: bytes
     round: int
+    max_uploads: int | None = None  # copies served in all while limited (None: no limit)
+    limited_until: float = 0.0  # monotonic time the limit ends (then anyone may fetch it here)
+    uploads: int = 0  # copies started
 
 
 class BlobStore:
@@ -46,24 +50,38 @@ class BlobStore:
     def __init__(self) -> None:
         self._blobs: dict[bytes, _Entry] = {}
 
-    def put(self, data: bytes, round: int) -> bytes:
-        """Store `data` as part of `round`; returns its hash. Storing it again keeps the later round."""
+    def put(self, data: bytes, round: int, *, max_uploads: int | None = None, limited_for: float = 0.0) -> bytes:
+        """Store `data` as part of `round`; returns its hash. Storing it again keeps the later round.
+        `max_uploads` caps the copies served during the first `limited_for` seconds (the blob server
+        answers BUSY beyond it): a result's author serves its first few fetchers, and they serve the
+        rest, so its upload does not grow with the run; after that anyone may still fetch it here."""
         if not isinstance(data, bytes):
             raise TypeError("blob data must be bytes")
         h = blob_hash(data)
-        self.put_verified(h, data, round)
+        self.put_verified(h, data, round, max_uploads=max_uploads, limited_for=limited_for)
         return h
 
-    def put_verified(self, blob: bytes, data: bytes, round: int) -> None:
+    def put_verified(self, blob: bytes, data: bytes, round: int, *, max_uploads: int | None = None,
+                     limited_for: float = 0.0) -> None:  # fmt: skip
         """Store bytes whose hash the caller has already checked (after a fetch)."""
         check_hash(blob)
         if not isinstance(round, int) or round < 0:
             raise ValueError(f"round must be a non-negative int, got {round!r}")
         entry = self._blobs.get(blob)
         if entry is None:
-            self._blobs[blob] = _Entry(data, round)
+            self._blobs[blob] = _Entry(data, round, max_uploads, time.monotonic() + limited_for)
         else:
             entry.round = max(entry.round, round)
+
+    def take_upload(self, blob: bytes) -> bool:
+        """Whether one more copy of `blob` may be served now (it counts that copy)."""
+        entry = self._blobs.get(blob)
+        if entry is None:
+            return True
+        if entry.max_uploads is not None and entry.uploads >= entry.max_uploads and time.monotonic() < entry.limited_until:
+            return False
+        entry.uploads += 1
+        return True
 
     def get(self, blob: bytes) -> bytes | None:
         entry = self._blobs.get(blob)

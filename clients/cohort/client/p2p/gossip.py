@@ -112,6 +112,9 @@ class GossipStats:
     repair_pulls: int = 0
     repaired: int = 0
     silent_suspected: int = 0
+    push_bytes_received: int = 0
+    repair_bytes_sent: int = 0
+    repair_bytes_received: int = 0
 
 
 @dataclass
@@ -350,6 +353,7 @@ class Gossip:
             del self._origin_use[announcement.origin]
 
     async def _on_push(self, peer: NodeId, body: bytes, reply: ReplyWriter) -> None:
+        self.stats.push_bytes_received += len(body)
         try:
             announcement = Announcement.decode(body)
         except ValueError as e:
@@ -469,6 +473,7 @@ class Gossip:
                     async for data in repair_frames(reply):
                         frames += 1
                         received += len(data)
+                        self.stats.repair_bytes_received += len(data)
                         if (
                             frames > config.max_repair_messages
                             or received > config.max_repair_bytes
@@ -523,6 +528,7 @@ class Gossip:
                     sent >= config.max_repair_messages
                     or sent_bytes + announcement.size > config.max_repair_bytes
                 ):
+                    self.stats.repair_bytes_sent += len(batch)
                     await reply.write(bytes(batch))
                     return  # the rest comes with the next repair
                 data = announcement.encode()
@@ -530,8 +536,10 @@ class Gossip:
                 sent += 1
                 sent_bytes += len(data)
                 if len(batch) >= _REPLY_BATCH:
+                    self.stats.repair_bytes_sent += len(batch)
                     await reply.write(bytes(batch))
                     batch.clear()
+        self.stats.repair_bytes_sent += len(batch)
         await reply.write(bytes(batch))
 
 

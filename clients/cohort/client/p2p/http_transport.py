@@ -54,6 +54,7 @@ _HTTP_CODES = {
     Status.UNKNOWN_PROTOCOL: 404,
     Status.TOO_LARGE: 413,
     Status.INTERNAL: 500,
+    Status.BUSY: 503,
 }
 
 

@@ -59,6 +59,14 @@ class P2PNode:
     def address(self) -> PeerAddress:
         return self.transport.address
 
+    def traffic(self) -> tuple[int, int]:
+        """(bytes sent, bytes received) over every protocol so far: requests and blobs served, gossip
+        pushes and repairs, blobs fetched."""
+        g = self.gossip.stats
+        sent = self.transport.stats.request_bytes_sent + self.blob_server.bytes_served + g.repair_bytes_sent
+        received = self.fetcher.bytes_fetched + g.push_bytes_received + g.repair_bytes_received
+        return sent, received
+
     async def start(self) -> None:
         await self.transport.start()
         await self.gossip.start()

@@ -64,6 +64,7 @@ class Status(enum.IntEnum):
     FORBIDDEN = 4
     UNKNOWN_PROTOCOL = 5
     INTERNAL = 6
+    BUSY = 7  # serving as many copies as it will at once: ask another holder, or again shortly
 
 
 class TransportError(Exception):

@@ -39,10 +39,17 @@ from .options import ClientOptions, ExitCode
 @click.option("--threads", type=int, envvar="COHORT_THREADS", show_envvar=True,
               help="CPU threads for torch (default: torch's choice).")  # fmt: skip
 @click.option("--name", default="", envvar="COHORT_NAME", help="Label shown before console lines.")
+@click.option("--synthetic", is_flag=True, envvar="COHORT_SYNTHETIC",
+              help="PROTOCOL TESTS ONLY: do not train; send payloads of the real model's size (rounds, bytes "
+                   "and RPC load at scale).")  # fmt: skip
+@click.option("--synthetic-seconds", type=float, default=0.0, envvar="COHORT_SYNTHETIC_SECONDS",
+              help="With --synthetic: seconds a step takes per sequence of its batch.")  # fmt: skip
+@click.option("--slowdown", type=float, default=1.0, envvar="COHORT_SLOWDOWN",
+              help="BENCHMARKS: emulate a machine this many times slower (each step sleeps the difference).")  # fmt: skip
 @chain_options
 def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, relays: tuple[str, ...],
           micro_batch_size: int | None, checkpoint_dir: Path | None, logs: str, events: Path | None,
-          threads: int | None, name: str) -> None:  # fmt: skip
+          threads: int | None, name: str, synthetic: bool, synthetic_seconds: float, slowdown: float) -> None:  # fmt: skip
     """Join a run and train in it with this wallet."""
     from . import Client
 
@@ -51,7 +58,8 @@ def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, rel
             run=run_id, wallet=settings.wallet_path, cluster_urls=settings.cluster.urls,
             program_id=str(settings.program_id()), ws_url=settings.cluster.ws_url, device=device, p2p=p2p,
             bind=bind, relays=relays, micro_batch_size=micro_batch_size, checkpoint_dir=checkpoint_dir,
-            logs=logs, events=events, threads=threads, name=name,
+            logs=logs, events=events, threads=threads, name=name, synthetic=synthetic,
+            synthetic_seconds=synthetic_seconds, slowdown=slowdown,
         )  # fmt: skip
     except ValueError as e:
         raise click.UsageError(str(e)) from None

@@ -120,6 +120,8 @@ def install_signals(self: Client) -> None:
 async def build_trainer(self: Client) -> Trainer:
     import torch  # the training stack loads only once there is something to train
 
+    from .slowdown import SlowedTrainer
+    from .synthetic import SyntheticTrainer
     from .trainer import Trainer, initial_seed
 
     if self.options.threads:
@@ -129,9 +131,15 @@ async def build_trainer(self: Client) -> Trainer:
     started = time.perf_counter()
     self.events.status(model=f"building {self.spec.preset}…")
     try:
-        trainer = await self.worker.run(lambda: Trainer(self.spec, seed=initial_seed(bytes(run.address)),
-                                                        device=self.options.torch_device(),
-                                                        micro_batch_size=self.options.micro_batch_size))  # fmt: skip
+        o, seed = self.options, initial_seed(bytes(run.address))
+        if o.synthetic:  # protocol tests at scale: no training (synthetic.py says what it does instead)
+            trainer = await self.worker.run(lambda: SyntheticTrainer(self.spec, seed=seed,
+                                                                     seconds_per_sequence=o.synthetic_seconds))  # fmt: skip
+        else:
+            trainer = await self.worker.run(lambda: Trainer(self.spec, seed=seed, device=o.torch_device(),
+                                                            micro_batch_size=o.micro_batch_size))  # fmt: skip
+        if o.slowdown > 1:
+            trainer = SlowedTrainer(trainer, o.slowdown)
     except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included
         self.post(ClientRefused(ExitCode.DATA_UNAVAILABLE,
                                 f"cannot build run {run.run_id!r}'s model and data here: {e}"))  # fmt: skip

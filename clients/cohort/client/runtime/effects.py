@@ -62,6 +62,7 @@ class Effects:
         self.c = client
         self.tasks: set[asyncio.Task] = set()
         self.payloads: dict[bytes, bytes] = {}  # our own results until published
+        self.own: dict[int, bytes] = {}  # step -> our result's commitment (recent steps)
         self.addresses: dict[int, Any] = {}  # epoch index -> PeerAddress of this epoch's members
         self.last_loss: tuple[float, int, float] | None = None  # loss, tokens, seconds of our last step
         self.last_eval = None
@@ -108,7 +109,7 @@ class Effects:
     def _Join(self, action: Join) -> None:
         c = self.c
         self._tx("join", 0, lambda: c.chain.join_run(c.wallet, c.run_address, Keypair.from_seed(c.node_key.secret),
-                                                     c.endpoint))  # fmt: skip
+                                                     c.endpoint, throughput=action.throughput))  # fmt: skip
 
     def _LeaveEpoch(self, action: LeaveEpoch) -> None:
         self.spawn(self.leave(action.reason), "leave")
@@ -249,6 +250,9 @@ class Effects:
             return
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
+        self.own[action.step] = commitment
+        for old in [s for s in self.own if s < action.step - 8]:
+            del self.own[old]
         self.last_loss = (out.loss, out.tokens, out.seconds)
         c.events.status(step=action.step, loss=f"{out.loss:.4f}", tok_s=f"{out.tokens / out.seconds:,.0f}",
                         peers=len(self.addresses))  # fmt: skip
@@ -288,6 +292,10 @@ class Effects:
         c.node.store.gc(action.step - 1)  # peers a step behind may still fetch this step's from us
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
         c.events.emit("apply_time", step=action.step, seconds=round(time.perf_counter() - started, 4))
+        sent, received = c.node.traffic()
+        own = self.own.get(action.step)
+        uploads = c.node.blob_server.served.get(own, 0) if own is not None else None
+        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads)
 
     def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
         self.spawn(self._save(action), "checkpoint")

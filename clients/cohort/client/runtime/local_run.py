@@ -293,6 +293,19 @@ class LocalRun:
         log.close()
         return trainer
 
+    async def start_members(self, count: int, prefix: str = "c") -> list[TrainerProcess]:
+        """`count` funded wallets named prefix0.., the run created (they are its checkpointers) and one
+        `cohort train` per wallet."""
+        wallets = [self.new_wallet(f"{prefix}{i}") for i in range(count)]
+        for wallet, _ in wallets:
+            await self.fund(wallet)
+        await self.create_run([w for w, _ in wallets])
+        return [self.start_trainer(f"{prefix}{i}", w) for i, w in enumerate(wallets)]
+
+    async def rpc_stats(self) -> dict[str, int]:
+        """What the localnet served so far: requests, bytes in and out, notifications, transactions."""
+        return await self.rpc.raw_request("localnet_traffic", [])
+
     async def state(self) -> Run:
         return await self.client.fetch_run(self.run_file.run_id)
 

@@ -43,6 +43,7 @@ REFUSALS = {
     "Halted": ExitCode.RUN_HALTED, "Finished": ExitCode.RUN_HALTED, "JoinNotAuthorized": ExitCode.NOT_AUTHORIZED,
     "RunFull": ExitCode.RUN_FULL, "RegistryFull": ExitCode.RUN_FULL,
 }  # fmt: skip
+SPEED_WINDOW = 16  # trained steps whose median tokens/s a join declares
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Timing:
     ready_every: float = 1.0  # Ready is re-announced on this fixed timer during Warmup
     tick_turn: float = 0.4  # a due tick waits this long per position before this client sends it
     tick_retry: float = 0.5
-    fetch_retry: float = 0.5  # a failed fetch is tried again (other holders) after this
+    fetch_retry: float = 0.5  # a failed fetch is tried again (other holders) after at most this
     resubmit_every: float = 1.0  # an undecided round's record is replaced at most this often
     tx_retry: float = 1.0
 
@@ -193,7 +194,7 @@ Event = (ChainUpdate | PeerReady | PeerResult | ResultHeld | ResultFailed | List
 
 @dataclass(frozen=True)
 class Join:
-    pass
+    throughput: int = 0  # tokens/s we train at, as measured (0 = not measured yet: the chain counts the median)
 
 
 @dataclass(frozen=True)
@@ -337,6 +338,7 @@ class StepBook:
     bad: set[int] = field(default_factory=set)  # trainers whose payload was invalid
     equivocated: set[int] = field(default_factory=set)
     retry_at: dict[bytes, float] = field(default_factory=dict)  # commitment -> when to try fetching again
+    attempts: dict[bytes, int] = field(default_factory=dict)  # commitment -> failed fetches so far
     majority_at: float | None = None  # when we first held a majority of the expected results
 
 
@@ -359,6 +361,7 @@ class ClientMachine:
         self.weights_epoch: int | None = None  # the epoch whose starting weights the model holds
         self.saved_manifest: tuple[int, bytes] | None = None  # (step, manifest) of our last epoch-end save
         self.join_sent_for: int | None = None  # the registry's epoch marker we sent a join for
+        self.speeds: list[float] = []  # tokens/s of our last trained steps (the throughput a join declares)
         # one epoch's progress
         self.index = -1
         self.start_step = 0
@@ -489,7 +492,11 @@ class ClientMachine:
             book.bad.add(sender)
             book.held.pop(sender, None)
             return [Emit("bad_result", {"step": step, "sender": sender, "error": reason[:200]})]
-        book.retry_at[commitment] = now + self.timing.fetch_retry
+        # not had yet (its holders busy, or not holding it yet): again soon, then less and less often
+        tries = book.attempts[commitment] = book.attempts.get(commitment, 0) + 1
+        book.retry_at[commitment] = now + min(self.timing.fetch_retry, 0.05 * 2 ** (tries - 1))
+        if tries < 4:
+            return []
         return [Emit("fetch_retry", {"step": step, "sender": sender, "error": reason[:200]})]
 
     def _on_prepared(self, event: EpochPrepared) -> list[Action]:
@@ -518,6 +525,7 @@ class ClientMachine:
         self.training = None
         self.trained = event.step
         self._book(event.step).held[self.index] = event.commitment
+        self.speeds = [*self.speeds[-(SPEED_WINDOW - 1):], event.tokens / max(event.seconds, 1e-9)]
         return [Publish(event.step, event.batch, event.commitment, event.size),
                 Emit("trained", {"step": event.step, "loss": round(event.loss, 5), "tokens": event.tokens,
                                  "seconds": round(event.seconds, 3),
@@ -637,8 +645,15 @@ class ClientMachine:
                 and "leave" not in self.inflight:  # our exit_run lands first, else it would undo the join  # fmt: skip
             self.join_sent_for = marker
             self._send("join")
-            out.append(Join())
+            out.append(Join(self.throughput()))
         return out
+
+    def throughput(self) -> int:
+        """The median tokens/s of our last trained steps (0 before any): what a join declares, so the chain
+        sizes our share of the next epoch's batches to what this machine trains."""
+        if not self.speeds:
+            return 0
+        return int(sorted(self.speeds)[len(self.speeds) // 2])
 
     def _vote(self, now: float) -> list[Action]:
         view = self.view

@@ -48,6 +48,9 @@ class ClientOptions:
     threads: int | None = None  # torch CPU threads
     client_version: str = "0.1.0"
     name: str = ""  # shown before console lines (several clients in one terminal)
+    synthetic: bool = False  # PROTOCOL TESTS ONLY: no training, payloads of the real size (synthetic.py)
+    synthetic_seconds: float = 0.0  # what a synthetic step takes per sequence of its batch
+    slowdown: float = 1.0  # BENCHMARKS: every step takes this many times its compute (slowdown.py)
 
     def __post_init__(self) -> None:
         if self.p2p not in ("iroh", "http"):
@@ -61,6 +64,10 @@ class ClientOptions:
             raise ValueError(f"--bind must be HOST:PORT, got {self.bind!r}")
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ValueError(f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")
+        if not 0 <= self.synthetic_seconds <= 3600:
+            raise ValueError(f"--synthetic-seconds must be in [0, 3600], got {self.synthetic_seconds}")
+        if not 1 <= self.slowdown <= 100:
+            raise ValueError(f"--slowdown must be in [1, 100], got {self.slowdown}")
 
     @property
     def bind_host(self) -> str:

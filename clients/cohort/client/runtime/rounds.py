@@ -53,14 +53,6 @@ class RoundView:
         return bool(self.active_mask[index // 8] >> (index % 8) & 1)
 
 
-def _assignment(core: CoordinatorCore, raw: bytes) -> dict[int, tuple[int, int]]:
-    order = core.trainer_order(raw)
-    out = {}
-    for k, index in enumerate(order):
-        start, end = core.batch_interval(raw, len(order), k)
-        if end > start:
-            out[index] = (start, end)
-    return out
 
 
 def stored_rounds(core: CoordinatorCore, run: Run) -> dict[int, RoundView]:
@@ -74,7 +66,8 @@ def stored_rounds(core: CoordinatorCore, run: Run) -> dict[int, RoundView]:
         if raw is None:
             break
         out[newest - back] = RoundView(
-            summary.height, newest - back, summary.random_seed, summary.active_mask, _assignment(core, raw),
+            summary.height, newest - back, summary.random_seed, summary.active_mask,
+            core.assignment(run.data[8:], raw),
             summary.decided, summary.decided_root, summary.weights_digest, summary.digest_votes,
             summary.witnesses_len, summary.records if run.fresh_records else None,
         )  # fmt: skip
@@ -103,7 +96,7 @@ def next_round(core: CoordinatorCore, run: Run) -> RoundView | None:
     put("random_seed", run.next_seed.to_bytes(8, "little"))
     put("batch_size", core.batch_size(run.data[8:], data_index).to_bytes(4, "little"))
     return RoundView(current.height + 1, round_step(run) + 1, run.next_seed, run.next_mask,
-                     _assignment(core, bytes(patched)), stored=False)  # fmt: skip
+                     core.assignment(run.data[8:], bytes(patched)), stored=False)  # fmt: skip
 
 
 @dataclass(frozen=True)

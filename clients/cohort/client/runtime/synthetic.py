@@ -44,10 +44,10 @@ class SyntheticTrainer:
     """The Trainer interface without training (see the module docstring)."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu", micro_batch_size: int | None = None,
-                 seconds_per_step: float = 0.0) -> None:  # fmt: skip
+                 seconds_per_sequence: float = 0.0) -> None:  # fmt: skip
         self.spec = spec
         self.device = torch.device("cpu")
-        self.seconds_per_step = seconds_per_step
+        self.seconds_per_sequence = seconds_per_sequence
         self.payload_size = max(real_payload_size(spec), _HEAD.size)
         stand_in = config_for("HfLlama", MODEL_PRESETS[STAND_IN].hf_config, vocab_size=256, max_seq_len=spec.max_seq_len)
         self.model = build_model(stand_in, seed=seed)
@@ -57,7 +57,7 @@ class SyntheticTrainer:
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         started = time.perf_counter()
-        deadline = started + self.seconds_per_step
+        deadline = started + self.seconds_per_sequence * (end - start)  # compute grows with the batch
         while time.perf_counter() < deadline:  # stands in for the compute, abortable like it
             if abort is not None and abort.is_set():
                 raise Aborted(f"synthetic step {step} stopped")

@@ -78,8 +78,10 @@ uint64_t coord_witness_position(const Round *round, uint16_t index);
 uint64_t coord_witness_seat(const Run *run, uint16_t index);
 /* Trainers of a round in data order: out[k] = the epoch index of the k-th batch's trainer. Returns count. */
 uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
-/* Sequence interval [start, end) of the k-th batch of a round with `trainers` trainers. */
-void coord_batch_interval(const Round *round, uint64_t trainers, uint64_t k, uint64_t *start, uint64_t *end);
+/* The round's batches in trainer order: [starts[k], ends[k]) is the k-th trainer's (coord_trainer_order),
+   sized by the trainers' shares (Client.share). Returns the number of trainers. */
+uint64_t coord_assignment(const Run *run, const Round *round, uint64_t starts[COORD_MAX_CLIENTS],
+                          uint64_t ends[COORD_MAX_CLIENTS]);
 /* Bits of a 256-bit client bitmap. */
 static inline bool coord_bit(const uint8_t *bitmap, uint64_t i) { return (bitmap[i / 8] >> (i % 8)) & 1; }
 static inline void coord_set_bit(uint8_t *bitmap, uint64_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }

@@ -51,13 +51,26 @@ uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]
   return n;
 }
 
-/* Batches are consecutive: the first batch_size % trainers batches hold one sequence more. */
-void coord_batch_interval(const Round *round, uint64_t trainers, uint64_t k, uint64_t *start, uint64_t *end) {
-  if (trainers == 0 || k >= trainers) {
-    *start = *end = round->data_index;
-    return;
+/* Batches are consecutive, in trainer order, sized by the trainers' shares: one sequence each, the rest
+   in proportion to the shares (floored), what flooring left over one more each to the first trainers. */
+uint64_t coord_assignment(const Run *run, const Round *round, uint64_t starts[COORD_MAX_CLIENTS],
+                          uint64_t ends[COORD_MAX_CLIENTS]) {
+  uint16_t order[COORD_MAX_CLIENTS];
+  uint64_t n = coord_trainer_order(round, order), total = 0, given = 0, batch = round->batch_size;
+  uint64_t sizes[COORD_MAX_CLIENTS];
+  for (uint64_t k = 0; k < n; k++) total += run->clients[order[k]].share ? run->clients[order[k]].share : 1;
+  uint64_t rest = batch > n ? batch - n : 0;
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t share = run->clients[order[k]].share ? run->clients[order[k]].share : 1;
+    sizes[k] = (k < batch ? 1 : 0) + rest * share / total;
+    given += sizes[k];
   }
-  uint64_t base = round->batch_size / trainers, extra = round->batch_size % trainers;
-  *start = round->data_index + k * base + (k < extra ? k : extra);
-  *end = *start + base + (k < extra ? 1 : 0);
+  for (uint64_t k = 0; k < n && given < batch; k++, given++) sizes[k]++;
+  uint64_t at = round->data_index;
+  for (uint64_t k = 0; k < n; k++) {
+    starts[k] = at;
+    ends[k] = at + sizes[k];
+    at = ends[k];
+  }
+  return n;
 }

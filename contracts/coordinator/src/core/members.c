@@ -102,6 +102,7 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
      falls back to WaitingForMembers keeps its members' joins), so a join now would be lost: refuse it. */
   if (run->run_state == RUN_STATE_WARMUP) return ERR_JOIN_DURING_WARMUP;
   if (!endpoint_is_canonical(args->endpoint)) return ERR_ENDPOINT_INVALID;
+  if (args->_pad != 0) return ERR_NON_CANONICAL;
   if (identity_taken(run, signer, &args->p2p_identity)) return ERR_IDENTITY_TAKEN;
   uint64_t r = find_registry(run, signer);
   bool already_pending = r != NOT_FOUND && run->registry[r].join_marker == run->next_active;
@@ -119,6 +120,7 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
   }
   run->registry[r].p2p_identity = args->p2p_identity;
   run->registry[r].join_marker = run->next_active;
+  run->registry[r].throughput = args->throughput;
   ClientJoined event;
   event.run = *env->run_key;
   event.signer = *signer;

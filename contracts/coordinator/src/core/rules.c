@@ -72,6 +72,7 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
   if (c->witness_nodes < 3 && c->init_min_clients >= 3)
     FAIL(ERR_CONFIG_INVALID, "witness_nodes must be >= 3 once init_min_clients >= 3 (with 2 seats one witness can block every step)");
   if (c->join_policy >= JOIN_POLICY_COUNT) FAIL(ERR_CONFIG_INVALID, "join_policy is not a known policy");
+  if (c->max_share_ratio == 0 || c->max_share_ratio > 16) FAIL(ERR_CONFIG_INVALID, "max_share_ratio must be 1..16");
   return SUCCESS;
 }
 

@@ -157,6 +157,55 @@ void start_waiting_for_members(Run *run, const CoordEnv *env) {
   change_state(run, env, run->progress.step >= run->config.total_steps ? RUN_STATE_FINISHED : RUN_STATE_WAITING_FOR_MEMBERS);
 }
 
+/* The k-th smallest of values[0..n) (values are reordered): quickselect, O(n) on average. */
+static uint32_t kth_smallest(uint32_t *values, uint64_t n, uint64_t k) {
+  uint64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    uint32_t pivot = values[lo + (hi - lo) / 2];
+    uint64_t i = lo, j = hi;
+    while (i <= j) {
+      while (values[i] < pivot) i++;
+      while (values[j] > pivot) j--;
+      if (i <= j) {
+        uint32_t t = values[i];
+        values[i] = values[j];
+        values[j] = t;
+        i++;
+        if (j == 0) break;
+        j--;
+      }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return values[k];
+  }
+  return values[k];
+}
+
+/* Each member's share of the rounds' batches, from the throughput it declared when it joined: the median
+   declared throughput is worth MEDIAN_SHARE, the others in proportion, within max_share_ratio of it either
+   way (a slow or far member shortens its share instead of stretching every round; declaring more than one
+   can train only gets a member a batch it fails to deliver, and points follow the share it delivered). */
+static void assign_shares(Run *run) {
+  uint32_t declared[COORD_MAX_CLIENTS];
+  uint64_t n = 0;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
+    const Client *c = &run->clients[i];
+    uint32_t t = c->registry_index < run->registry_len ? run->registry[c->registry_index].throughput : 0;
+    if (t) declared[n++] = t;
+  }
+  uint64_t ratio = run->config.max_share_ratio ? run->config.max_share_ratio : 1;
+  uint64_t median = n ? kth_smallest(declared, n, n / 2) : 0;
+  uint64_t lo = COORD_MEDIAN_SHARE / ratio ? COORD_MEDIAN_SHARE / ratio : 1, hi = COORD_MEDIAN_SHARE * ratio;
+  for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
+    Client *c = &run->clients[i];
+    uint64_t t = c->registry_index < run->registry_len ? run->registry[c->registry_index].throughput : 0;
+    uint64_t share = COORD_MEDIAN_SHARE;
+    if (t && median) share = (COORD_MEDIAN_SHARE * t + median / 2) / median;
+    c->share = (uint16_t)(share < lo ? lo : share > hi ? hi : share);
+  }
+}
+
 /* WaitingForMembers -> Warmup: freeze the epoch's members (pending joins, in registry order, up to the
    epoch capacity). If none of the previous epoch's members came back, no peer can serve the model, so a
    P2P checkpoint falls back to its repo. */
@@ -187,6 +236,7 @@ static void start_epoch(Run *run, const CoordEnv *env) {
     c->state = CLIENT_STATE_HEALTHY;
     c->registry_index = (uint16_t)r;
   }
+  assign_shares(run);
   Checkpoint *ck = &run->model.checkpoint;
   if (!returning && ck->kind == CHECKPOINT_KIND_P2P) ck->kind = CHECKPOINT_KIND_HUB;
   if (!returning && ck->kind == CHECKPOINT_KIND_P2P_GCS) ck->kind = CHECKPOINT_KIND_GCS;
@@ -220,7 +270,8 @@ void end_round(Run *run, const CoordEnv *env) {
   freeze_round_inputs(run, env);
 }
 
-/* Cooldown timeout: the epoch is over. Healthy finishers earn one point per round of the epoch. */
+/* Cooldown timeout: the epoch is over. Healthy finishers earn their share (MEDIAN_SHARE for a median
+   member) per round of the epoch. */
 static void end_epoch(Run *run, const CoordEnv *env) {
   const Round *round = coord_current_round(run);
   run->progress.epoch_start_data_index = round->data_index + round->batch_size;
@@ -229,7 +280,7 @@ static void end_epoch(Run *run, const CoordEnv *env) {
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
     const Client *c = &run->clients[i];
     if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < run->registry_len)
-      run->registry[c->registry_index].earned = sol_sat_add_u64(run->registry[c->registry_index].earned, rounds);
+      run->registry[c->registry_index].earned = sol_sat_add_u64(run->registry[c->registry_index].earned, rounds * c->share);
   }
   Checkpoint *ck = &run->model.checkpoint;
   if (ck->kind == CHECKPOINT_KIND_HUB || ck->kind == CHECKPOINT_KIND_DUMMY) ck->kind = CHECKPOINT_KIND_P2P;

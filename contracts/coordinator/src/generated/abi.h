@@ -19,6 +19,7 @@
 #define COORD_PARTICIPANT_BITMAP_LEN 32
 #define COORD_ENDPOINT_LEN 160
 #define COORD_DISSENT_LIMIT 3
+#define COORD_MEDIAN_SHARE 4
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
 #define RUN_STATE_UNINITIALIZED 0
@@ -160,11 +161,12 @@ typedef struct {
   uint32_t total_steps;
   uint16_t init_min_clients;
   uint16_t min_clients;
-  uint16_t witness_nodes;
   uint16_t global_batch_size_start;
   uint16_t global_batch_size_end;
   uint8_t waiting_for_members_extra_time;
   uint8_t join_policy; /* JoinPolicy */
+  uint8_t witness_nodes;
+  uint8_t max_share_ratio;
 } RunConfig;
 SOL_STATIC_ASSERT(sizeof(RunConfig) == 64, "RunConfig layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, warmup_time) == 0, "RunConfig.warmup_time");
@@ -176,11 +178,12 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_warmup_tokens)
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, total_steps) == 48, "RunConfig.total_steps");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, init_min_clients) == 52, "RunConfig.init_min_clients");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, min_clients) == 54, "RunConfig.min_clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 56, "RunConfig.witness_nodes");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_start) == 58, "RunConfig.global_batch_size_start");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_end) == 60, "RunConfig.global_batch_size_end");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, waiting_for_members_extra_time) == 62, "RunConfig.waiting_for_members_extra_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, join_policy) == 63, "RunConfig.join_policy");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_start) == 56, "RunConfig.global_batch_size_start");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_end) == 58, "RunConfig.global_batch_size_end");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, waiting_for_members_extra_time) == 60, "RunConfig.waiting_for_members_extra_time");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, join_policy) == 61, "RunConfig.join_policy");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 62, "RunConfig.witness_nodes");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 63, "RunConfig.max_share_ratio");
 
 typedef struct {
   uint8_t name[COORD_NAME_LEN];
@@ -215,8 +218,10 @@ typedef struct {
   uint16_t registry_index;
   uint32_t exited_height;
   uint8_t weights_vote[32];
+  uint16_t share;
+  uint16_t _pad2;
 } Client;
-SOL_STATIC_ASSERT(sizeof(Client) == 104, "Client layout");
+SOL_STATIC_ASSERT(sizeof(Client) == 108, "Client layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, signer) == 0, "Client.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, p2p_identity) == 32, "Client.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, state) == 64, "Client.state");
@@ -224,6 +229,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Client, dissents) == 65, "Client.dissents")
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, registry_index) == 66, "Client.registry_index");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, exited_height) == 68, "Client.exited_height");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, weights_vote) == 72, "Client.weights_vote");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, share) == 104, "Client.share");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, _pad2) == 106, "Client._pad2");
 
 typedef struct {
   uint16_t index;
@@ -312,12 +319,16 @@ typedef struct {
   SolPubkey p2p_identity;
   uint64_t earned;
   uint64_t join_marker;
+  uint32_t throughput;
+  uint32_t _pad;
 } RegistryEntry;
-SOL_STATIC_ASSERT(sizeof(RegistryEntry) == 80, "RegistryEntry layout");
+SOL_STATIC_ASSERT(sizeof(RegistryEntry) == 88, "RegistryEntry layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, signer) == 0, "RegistryEntry.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, p2p_identity) == 32, "RegistryEntry.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, earned) == 64, "RegistryEntry.earned");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, join_marker) == 72, "RegistryEntry.join_marker");
+SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, throughput) == 80, "RegistryEntry.throughput");
+SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, _pad) == 84, "RegistryEntry._pad");
 
 /* Kept in the transaction and the WitnessSubmitted event for indexers; never stored. */
 typedef struct {
@@ -377,7 +388,7 @@ typedef struct {
   uint32_t _pad2;
   uint64_t next_active;
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 59560, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 62632, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -394,17 +405,17 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 96, "Run.seed_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 128, "Run.epoch");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 872, "Run.witnesses");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11112, "Run.clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 37736, "Run.run_id");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 37768, "Run.authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 37800, "Run.join_authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 37832, "Run.checkpointers");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 38088, "Run.metadata");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 38488, "Run.config");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 38552, "Run.model");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 39064, "Run.registry");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 59544, "Run.registry_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 59548, "Run._pad2");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 59552, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38760, "Run.run_id");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38792, "Run.authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 38824, "Run.join_authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 38856, "Run.checkpointers");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 39112, "Run.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39512, "Run.config");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39576, "Run.model");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 40088, "Run.registry");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62616, "Run.registry_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62620, "Run._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62624, "Run.next_active");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -523,10 +534,14 @@ SOL_STATIC_ASSERT(__builtin_offsetof(SetJoinAuthorizationArgs, allowed) == 32, "
 typedef struct {
   SolPubkey p2p_identity;
   uint8_t endpoint[COORD_ENDPOINT_LEN];
+  uint32_t throughput;
+  uint32_t _pad;
 } JoinRunArgs;
-SOL_STATIC_ASSERT(sizeof(JoinRunArgs) == 192, "JoinRunArgs layout");
+SOL_STATIC_ASSERT(sizeof(JoinRunArgs) == 200, "JoinRunArgs layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, p2p_identity) == 0, "JoinRunArgs.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, endpoint) == 32, "JoinRunArgs.endpoint");
+SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, throughput) == 192, "JoinRunArgs.throughput");
+SOL_STATIC_ASSERT(__builtin_offsetof(JoinRunArgs, _pad) == 196, "JoinRunArgs._pad");
 
 typedef struct {
   uint16_t index;
