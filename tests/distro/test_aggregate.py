@@ -11,7 +11,12 @@ from cohort.client.distro import (
     WireCodec,
     plan_layout,
 )
-from cohort.client.distro.aggregate import aggregate_signs, aggregate_update, mean_coefficients
+from cohort.client.distro.aggregate import (
+    aggregate_signs,
+    aggregate_update,
+    bounded_values,
+    mean_coefficients,
+)
 from cohort.client.distro.compress import SparseTiles, compress
 from cohort.client.distro.dct import decode, encode, sparse_pays
 
@@ -69,19 +74,58 @@ def test_sparse_and_dense_inverse_agree(quantize, chunk, topk):
         torch.testing.assert_close(update, expected, rtol=0, atol=1e-5)
 
 
-def test_scatter_mean_averages_only_peers_that_picked_a_coefficient():
+def _one_tile_result(indices, values, tag) -> ReceivedResult:
+    tiles = SparseTiles(torch.tensor([indices]), torch.tensor([values]))
+    return ReceivedResult(DistroResult(0, BatchId(0, 1), (tiles,)), commitment=bytes([tag]) * 32)
+
+
+def test_aggregate_is_the_mean_over_all_results_of_per_tile_bounded_values():
+    """a's values / 4, b's / 6, then each position summed over results and divided by N = 2
+    (DeMo's scatter-mean would give [1, 3, 0, -6]: the mean over the pickers, raw values)."""
     layout = plan_layout([("v", (4,))], DistroConfig(compression_chunk=4, compression_topk=2))
-
-    def result(indices, values, tag):
-        tiles = SparseTiles(torch.tensor([indices]), torch.tensor([values]))
-        return ReceivedResult(
-            DistroResult(0, BatchId(0, 1), (tiles,)), commitment=bytes([tag]) * 32
-        )
-
-    a = result([0, 1], [1.0, 4.0], 1)
-    b = result([1, 3], [2.0, -6.0], 2)
+    a = _one_tile_result([0, 1], [1.0, 4.0], 1)
+    b = _one_tile_result([1, 3], [2.0, -6.0], 2)
     (mean,) = mean_coefficients(layout, [a, b])
-    assert mean.tolist() == [[1.0, 3.0, 0.0, -6.0]]
+    torch.testing.assert_close(
+        mean, torch.tensor([[0.125, (1.0 + 1.0 / 3.0) / 2.0, 0.0, -0.5]]), rtol=0, atol=1e-7
+    )
+
+
+def test_bounded_values():
+    v = torch.tensor([[1e30, -3e30, 0.0], [0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [1e-42, -2e-42, 0.0]])
+    bounded = bounded_values(v)
+    assert bounded.abs().max() <= 1.0 and torch.isfinite(bounded).all()
+    assert bounded[0].tolist() == pytest.approx([1 / 3, -1.0, 0.0])
+    assert bounded[1].tolist() == [0.0, 0.0, 0.0]  # an all-zero tile stays zero, no NaN
+    assert bounded[2].tolist() == [1.0, -1.0, 1.0]  # 1-bit values are unchanged
+    assert bounded[3, 1] == -1.0  # subnormal tiles are bounded too
+    assert bool((bounded.abs().amax(dim=1)[[0, 2, 3]] == 1.0).all())
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e30, -1e30])
+def test_one_result_moves_every_coefficient_by_at_most_one_nth(scale):
+    """coef(H + x) = ((N - 1) * coef(H) + bounded(x)) / N, so |coef(H + x) - (N-1)/N coef(H)| <= 1/N."""
+    config = DistroConfig(
+        compression_chunk=8, compression_topk=6, quantize_1bit=False, value_dtype="fp32"
+    )
+    codec, payloads = peers(config, 4)
+    honest = [codec.decode(p) for p in payloads[:3]]
+    x = codec.decode(payloads[3])
+    x = ReceivedResult(
+        DistroResult(
+            7,
+            x.result.batch,
+            tuple(SparseTiles(t.indices, t.values * scale) for t in x.result.tiles),
+        ),
+        x.commitment,
+    )
+    for without, with_x in zip(
+        mean_coefficients(codec.layout, honest),
+        mean_coefficients(codec.layout, [*honest, x]),
+        strict=True,
+    ):
+        moved = (with_x - without * 3 / 4).abs().max()
+        assert float(moved) <= 1 / 4 + 1e-6
 
 
 def test_repeated_or_mixed_step_results_are_rejected():

@@ -15,7 +15,10 @@ top-k. Differences, all for numerical sturdiness:
   * the momentum is fp32 whatever the parameter dtype, zero-initialised, with lr folded in;
   * the lookahead is undone by restoring the saved weights, not by adding the step back, so
     replicas cannot drift apart by rounding (w - a + a != w in floating point);
-  * with 1-bit values the error feedback removes what peers received (see DistroConfig).
+  * with 1-bit values the error feedback removes what peers received (see DistroConfig);
+  * `apply` aggregates with a bounded mean over all results, not Psyche's scatter-mean over
+    the results that picked a coefficient, so one result moves the aggregate by at most 1/N
+    (see aggregate.py).
 """
 
 from __future__ import annotations
@@ -182,7 +185,17 @@ class DistroOptimizer:
         self._sent = None
 
     def _as_removed(self, tiles: SparseTiles) -> SparseTiles:
-        """The part of the kept coefficients that counts as delivered (error feedback)."""
+        """The part of the kept coefficients that counts as delivered (error feedback).
+
+        Peers bound each result per tile (aggregate.bounded_values: divided by the tile's max
+        |value|) before averaging. That is a positive scale per tile: it keeps the direction of
+        what we sent within the tile and drops only its size, which the sign-SGD step drops
+        anyway. So what counts as delivered stays what the wire carried, in momentum units
+        (lr * gradient): the wire-rounded values, or for 1-bit the best momentum-unit reading
+        of the +-1 code (its bound is a no-op). Removing the bounded values instead would
+        subtract O(1) numbers from an O(lr) momentum. The 1/N weight peers give our result is
+        the data-parallel mean's (each worker's gradient counts 1/N in an all-reduce); error
+        feedback there, too, removes the whole compressed vector from the local residual."""
         if self.config.quantize_1bit:
             if self.config.error_feedback == "received":
                 return one_bit_reconstruction(tiles)

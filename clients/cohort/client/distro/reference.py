@@ -1,13 +1,19 @@
-"""The yardstick: one process, AdamW, the whole global batch of every step (same tokens as the
-simulated replicas together), used to judge DisTrO's loss parity."""
+"""Yardsticks. `train_adamw`: one process, AdamW, the whole global batch of every step (same tokens
+as the simulated replicas together), used to judge DisTrO's loss parity. `reference_coefficients`
+and `demo_coefficients`: plain float64 loops over the results for the aggregation rule we use
+(aggregate.py) and for DeMo's / Psyche's scatter-mean, written independently of aggregate.py's
+fast paths so tests can hold them against each other."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
-from .result import BatchId
+from .compress import densify
+from .dct import decode
+from .layout import Layout
+from .result import BatchId, ReceivedResult
 from .schedule import Schedule
 from .simulator import LossFn, SimulationLog, StepHook, StepRecord
 
@@ -42,3 +48,41 @@ def train_adamw(
         if hook is not None:
             hook(t, [model])
     return log
+
+
+def reference_coefficients(
+    layout: Layout, received: Sequence[ReceivedResult]
+) -> list[torch.Tensor]:
+    """Per bucket, dense float64 (num_tiles, totalk): (1/N) * sum over results of the result's
+    dense tile coefficients divided by that tile's max |value| (our rule, aggregate.py)."""
+    out = []
+    for i, b in enumerate(layout.buckets):
+        total = torch.zeros(b.num_tiles, b.totalk, dtype=torch.float64)
+        for r in received:
+            tiles = r.result.tiles[i]
+            dense = densify(tiles, b.totalk).double()
+            scale = dense.abs().max(dim=1, keepdim=True).values
+            total += dense / torch.where(scale > 0, scale, torch.ones_like(scale))
+        out.append(total / len(received))
+    return out
+
+
+def demo_coefficients(layout: Layout, received: Sequence[ReceivedResult]) -> list[torch.Tensor]:
+    """Per bucket, dense float64 (num_tiles, totalk) as DeMo's `batch_decompress` and Psyche's
+    `apply` compute it: one scatter-mean over all results' picks, the raw values, so a
+    coefficient picked by j results is the mean of those j values (not divided by N)."""
+    out = []
+    for i, b in enumerate(layout.buckets):
+        indices = torch.cat([r.result.tiles[i].indices for r in received], dim=1)
+        values = torch.cat([r.result.tiles[i].values for r in received], dim=1).double()
+        dense = torch.zeros(b.num_tiles, b.totalk, dtype=torch.float64)
+        out.append(dense.scatter_reduce(1, indices, values, reduce="mean", include_self=False))
+    return out
+
+
+def reference_signs(layout: Layout, coefficients: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """sign(IDCT) of per-bucket dense coefficients, in float64, stacked like each bucket."""
+    return [
+        decode(c, b.tile, b.stacked_shape, layout.transform).sign()
+        for b, c in zip(layout.buckets, coefficients, strict=True)
+    ]
