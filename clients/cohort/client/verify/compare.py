@@ -1,0 +1,205 @@
+"""How far a trainer's published payload and supplied state are from a replay, and the verdict.
+
+Honest replays differ from the original only by the rounding of one step's gradient (other
+hardware, thread counts, kernels, micro-batches): a few near-tied top-k picks change, the
+momentum moves by about lr * |rounding of the gradient|. Every cheating mode measured in
+benchmarks/integrity/verifier_study.py is orders of magnitude further away. The thresholds
+below sit between the two; the README lists the measurements behind them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ..distro import BatchId, DistroConfig, Layout, SparseTiles, WireCodec
+from ..distro.compress import densify
+from ..distro.dct import decode, decode_sparse, sparse_pays
+from .state import OptimizerState
+
+# Measured by benchmarks/integrity/verifier_study.py (tiny Llama, 4 replicas, 1-bit and bf16
+# payloads; verify/README.md has the tables). Honest replays in fp32 under 1 thread instead of
+# 2 (bit-exact), 2 micro-batches instead of 1, eager attention instead of SDPA: index and sign
+# agreement 1.0, momentum error <= 7e-7, sent and value error <= 1.3e-3. A replay under bf16
+# autocast, far coarser than fp32 hardware differ by, as the stress case the tolerances must
+# pass: index agreement >= 0.969, momentum error <= 0.040, sent error <= 0.24, value error
+# <= 0.14. The closest cheater (1 of its 8 sequences swapped for its own text): index agreement
+# <= 0.965, momentum error >= 0.097; sign flips: sign agreement <= 0.02; lazy modes: momentum
+# error >= 1.6. The momentum check carries the margin; the others catch what it cannot see.
+MIN_INDEX_AGREEMENT = 0.95  # fraction of the published picks that the replay also picks
+MIN_SIGN_AGREEMENT = 0.98  # on the shared picks, the fraction of equal signs
+MAX_VALUE_ERROR = 0.35  # fp payloads: relative L2 distance of the kept values (dense)
+MAX_MOMENTUM_ERROR = 0.06  # supplied vs replayed momentum, relative to what the step added
+MAX_SENT_ERROR = 0.35  # supplied vs replayed last transmission (error feedback), relative L2
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_index_agreement: float = MIN_INDEX_AGREEMENT
+    min_sign_agreement: float = MIN_SIGN_AGREEMENT
+    max_value_error: float = MAX_VALUE_ERROR
+    max_momentum_error: float = MAX_MOMENTUM_ERROR
+    max_sent_error: float = MAX_SENT_ERROR
+
+
+@dataclass(frozen=True)
+class PayloadAgreement:
+    header_ok: bool  # the published header names the checked step and batch
+    index_agreement: float
+    sign_agreement: float
+    value_error: float  # relative L2 of the dense kept values (for 1-bit: of the +-1 signs)
+
+
+@dataclass(frozen=True)
+class StateAgreement:
+    momentum_error: float  # |supplied - replayed| / |what the step added| (lr * gradient)
+    sent_error: float  # |supplied - replayed| / |replayed| of the dense last transmission
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reason: str  # one line
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _picks(tiles: SparseTiles, totalk: int) -> torch.Tensor:
+    return densify(SparseTiles(tiles.indices, torch.ones_like(tiles.values)), totalk).bool()
+
+
+def _relative(diff_sq: float, ref_sq: float) -> float:
+    if ref_sq == 0.0:
+        return 0.0 if diff_sq == 0.0 else math.inf
+    return math.sqrt(diff_sq / ref_sq)
+
+
+def tiles_agreement(
+    codec: WireCodec, published: tuple[SparseTiles, ...], replayed: tuple[SparseTiles, ...]
+) -> tuple[float, float, float]:
+    """(index agreement, sign agreement on shared picks, relative L2 of the dense values)."""
+    kept = shared = same_sign = 0
+    diff_sq = ref_sq = 0.0
+    for b, p, r in zip(codec.layout.buckets, published, replayed, strict=True):
+        mp, mr = _picks(p, b.totalk), _picks(r, b.totalk)
+        both = mp & mr
+        dp, dr = densify(p, b.totalk), densify(r, b.totalk)
+        kept += b.kept
+        shared += int(both.sum())
+        same_sign += int((dp.sign() == dr.sign())[both].sum())
+        diff_sq += _sq(dp - dr)
+        ref_sq += _sq(r.values)
+    sign = same_sign / shared if shared else 0.0
+    return shared / kept, sign, _relative(diff_sq, ref_sq)
+
+
+def compare_payloads(
+    codec: WireCodec, published: bytes, replayed: bytes, step: int, batch: BatchId
+) -> PayloadAgreement:
+    """Decode both payloads with the run's codec and measure how far apart they are."""
+    pub, rep = codec.decode(published).result, codec.decode(replayed).result
+    index, sign, value = tiles_agreement(codec, pub.tiles, rep.tiles)
+    header_ok = pub.step == step and pub.batch == batch
+    return PayloadAgreement(header_ok, index, sign, value)
+
+
+def _sq(x: torch.Tensor) -> float:
+    """Sum of squares, accumulated in float64."""
+    return float(x.pow(2).sum(dtype=torch.float64))
+
+
+def carried_momentum(
+    before: OptimizerState, layout: Layout, config: DistroConfig
+) -> list[torch.Tensor]:
+    """What `generate` makes of the earlier momentum before adding this step's gradient:
+    decay * (momentum - IDCT(last transmission)) (to measure what the step added)."""
+    carried = []
+    for i, b in enumerate(layout.buckets):
+        m = before.momentum[i]
+        if before.sent is not None:
+            t = before.sent[i]
+            plan = (b.tile, b.stacked_shape, layout.transform)
+            if sparse_pays(b.topk, b.tile):
+                m = m - decode_sparse(t.indices, t.values, *plan)
+            else:
+                m = m - decode(densify(t, b.totalk), *plan)
+        carried.append(m * config.compression_decay)
+    return carried
+
+
+def compare_states(
+    supplied: OptimizerState,
+    replayed: OptimizerState,
+    before: OptimizerState,
+    layout: Layout,
+    config: DistroConfig,
+) -> StateAgreement:
+    """Distance of the supplied state after the step from the replayed one: the momentum relative
+    to what the step itself added to it (lr * gradient, so the measure does not shrink as the
+    momentum grows over a run), the last transmission relative to its own size."""
+    diff_sq = ref_sq = 0.0
+    carried = carried_momentum(before, layout, config)
+    for s, r, c in zip(supplied.momentum, replayed.momentum, carried, strict=True):
+        diff_sq += _sq(s - r)  # exact for nearby values (Sterbenz)
+        ref_sq += _sq(r - c)
+    momentum = _relative(diff_sq, ref_sq)
+    if supplied.sent is None or replayed.sent is None:
+        sent = 0.0 if supplied.sent is replayed.sent else math.inf
+    else:
+        diff_sq = ref_sq = 0.0
+        for b, s, r in zip(layout.buckets, supplied.sent, replayed.sent, strict=True):
+            dr = densify(r, b.totalk)
+            diff_sq += _sq(densify(s, b.totalk) - dr)
+            ref_sq += _sq(r.values)
+        sent = _relative(diff_sq, ref_sq)
+    return StateAgreement(momentum, sent)
+
+
+def judge(
+    payload: PayloadAgreement,
+    state: StateAgreement,
+    one_bit: bool,
+    thresholds: Thresholds | None = None,
+) -> Verdict:
+    """Pass only if the payload and the supplied state are both within the honest tolerances."""
+    t = thresholds or Thresholds()
+    metrics = {
+        "index_agreement": payload.index_agreement,
+        "sign_agreement": payload.sign_agreement,
+        "value_error": payload.value_error,
+        "momentum_error": state.momentum_error,
+        "sent_error": state.sent_error,
+    }
+    checks = [
+        (payload.header_ok, "the payload's header names another step or batch"),
+        (
+            payload.index_agreement >= t.min_index_agreement,
+            f"the payload keeps {payload.index_agreement:.1%} of the replay's coefficients "
+            f"(honest: >= {t.min_index_agreement:.0%})",
+        ),
+        (
+            payload.sign_agreement >= t.min_sign_agreement,
+            f"signs agree with the replay on {payload.sign_agreement:.1%} of shared coefficients "
+            f"(honest: >= {t.min_sign_agreement:.0%})",
+        ),
+        (
+            one_bit or payload.value_error <= t.max_value_error,
+            f"kept values are {payload.value_error:.3g} (relative L2) from the replay's "
+            f"(honest: <= {t.max_value_error:g})",
+        ),
+        (
+            state.momentum_error <= t.max_momentum_error,
+            f"the supplied momentum is {state.momentum_error:.3g} (relative L2) from the replay's "
+            f"(honest: <= {t.max_momentum_error:g})",
+        ),
+        (
+            state.sent_error <= t.max_sent_error,
+            f"the supplied error-feedback state is {state.sent_error:.3g} (relative L2) from the "
+            f"replay's (honest: <= {t.max_sent_error:g})",
+        ),
+    ]
+    for ok, reason in checks:
+        if not ok:
+            return Verdict(False, reason, metrics)
+    return Verdict(True, "the step recomputes within the honest tolerances", metrics)
