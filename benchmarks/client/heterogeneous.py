@@ -46,16 +46,14 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
         try:
             config = write_config(root / "run.toml", preset=args.preset, max_seq_len=args.seq,
                                   global_batch_size_start=args.batch, global_batch_size_end=args.batch,
-                                  epoch_time=args.epoch_seconds, max_round_train_time=60, warmup_time=60,
+                                  epoch_time=args.epoch_seconds, max_round_train_time=30, warmup_time=30,
                                   init_min_clients=args.clients, min_clients=args.clients - 1,
                                   num_parameters=0, max_share_ratio=ratio)  # fmt: skip
             async with LocalRun(config=config, root=root, placement=placement) as lr:
-                wallets = [lr.new_wallet(f"c{i}") for i in range(args.clients)]
-                for w, _ in wallets:
-                    await lr.fund(w)
-                await lr.create_run([w for w, _ in wallets])
-                trainers = [lr.start_trainer(f"c{i}", w, extra=("--slowdown", str(SLOWDOWN)) if i == args.clients - 1 else ())
-                            for i, w in enumerate(wallets)]  # fmt: skip
+                slowest = args.clients - 1
+                trainers = await lr.start_members(
+                    args.clients, options=lambda i: {"extra": ("--slowdown", str(SLOWDOWN))} if i == slowest else {}
+                )
                 start = await lr.wait_for(lambda r: r.progress.epoch == 1 and r.state.value == "RoundTrain",
                                           60 + 3 * args.epoch_seconds, "epoch 1")  # fmt: skip
                 skip = start.progress.step + 2
@@ -67,14 +65,15 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
                 fastest = trainers[0]
                 applied = {e["step"]: e["t"] for e in fastest.events("applied") if skip <= e["step"] <= skip + args.rounds}
                 seconds = (applied[skip + args.rounds] - applied[skip]) / args.rounds
-                shares = [c.share for c in state.clients]
+                shares = {c.signer: c.share for c in state.clients}
+                slow_share = shares[trainers[-1].wallet.pubkey()] / statistics.median(shares.values())
                 slow_batch = [e["batch"] for e in trainers[-1].events("trained") if e["step"] > skip]
                 slow_compute = [e["seconds"] for e in trainers[-1].events("trained") if e["step"] > skip]
                 fast_compute = [e["seconds"] for e in fastest.events("trained") if e["step"] > skip]
                 return {
                     "step": seconds,
                     "tokens_per_s": args.batch * args.seq / seconds,
-                    "slow_share": shares[-1] / statistics.median(shares),
+                    "slow_share": slow_share,
                     "slow_sequences": statistics.median(b[1] - b[0] for b in slow_batch),
                     "slow_compute": statistics.median(slow_compute),
                     "fast_compute": statistics.median(fast_compute),
@@ -89,7 +88,7 @@ async def main(args: argparse.Namespace) -> None:
     link = "loopback" if args.link == "none" else f"{args.link} ms one way, the slow client {SLOWDOWN * int(args.link)} ms"
     table = Table(title=f"{args.clients} clients ({link}), one with 1/{SLOWDOWN} of the compute; "
                         f"{args.preset}, {args.batch}×{args.seq} tokens a step")  # fmt: skip
-    for column in ("shares", "s / step", "tokens / s", "slow client's share", "its sequences",
+    for column in ("shares", "s / step", "tokens / s", "slow client's share / median", "its sequences",
                    "its compute", "a fast client's compute"):  # fmt: skip
         table.add_column(column, justify="right")
     results = {}
@@ -109,6 +108,6 @@ if __name__ == "__main__":
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--epoch-seconds", type=int, default=45)
+    parser.add_argument("--epoch-seconds", type=int, default=60)
     parser.add_argument("--link", default="40", choices=["none", "10", "20", "40"])
     asyncio.run(main(parser.parse_args()))

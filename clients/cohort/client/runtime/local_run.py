@@ -270,7 +270,10 @@ class LocalRun:
         await self.rpc.airdrop(wallet.pubkey(), int(sol * 10**9))
 
     def start_trainer(self, name: str, wallet: tuple[Keypair, Path] | None = None,
-                      extra: tuple[str, ...] = ()) -> TrainerProcess:  # fmt: skip
+                      extra: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                      entry: tuple[str, ...] = ("-m", "cohort.sdk.cli")) -> TrainerProcess:  # fmt: skip
+        """Start `cohort train` (or another `entry` taking its arguments) as `name`, with `extra` arguments
+        and `env` on top of the run's environment."""
         assert self.root is not None
         keypair, path = wallet or self.new_wallet(name)
         trainer = next((t for t in self.trainers if t.name == name), None)
@@ -281,26 +284,28 @@ class LocalRun:
                "COHORT_WALLET": str(path), "COHORT_PROGRAM_ID": str(self.program_id),
                "COHORT_ANCHORFILE": str(self.root / "Anchorfile.toml"),
                "COHORT_EVENTS": str(trainer.events_path), "COHORT_NAME": name,
-               "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1", **self.env}  # fmt: skip
+               "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1", **self.env,
+               **(env or {})}  # fmt: skip
         (self.root / "Anchorfile.toml").touch()
         log = open(trainer.log_path, "ab")
         bind = ("--bind", f"{self.placement.address(name)}:0") if self.placement is not None else ()
         trainer.process = subprocess.Popen(
-            [*self._prefix(name), sys.executable, "-m", "cohort.sdk.cli", "train", "--run", self.run_file.run_id,
+            [*self._prefix(name), sys.executable, *entry, "train", "--run", self.run_file.run_id,
              "--logs", "none", *bind, *self.trainer_args, *extra],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
         log.close()
         return trainer
 
-    async def start_members(self, count: int, prefix: str = "c") -> list[TrainerProcess]:
+    async def start_members(self, count: int, prefix: str = "c",
+                            options: Callable[[int], dict[str, Any]] | None = None) -> list[TrainerProcess]:  # fmt: skip
         """`count` funded wallets named prefix0.., the run created (they are its checkpointers) and one
-        `cohort train` per wallet."""
+        `cohort train` per wallet; `options(i)` gives start_trainer's keyword arguments for member i."""
         wallets = [self.new_wallet(f"{prefix}{i}") for i in range(count)]
         for wallet, _ in wallets:
             await self.fund(wallet)
         await self.create_run([w for w, _ in wallets])
-        return [self.start_trainer(f"{prefix}{i}", w) for i, w in enumerate(wallets)]
+        return [self.start_trainer(f"{prefix}{i}", w, **(options(i) if options else {})) for i, w in enumerate(wallets)]
 
     async def rpc_stats(self) -> dict[str, int]:
         """What the localnet served so far: requests, bytes in and out, notifications, transactions."""

@@ -1,0 +1,58 @@
+"""Members that misbehave in the protocol rather than in their payloads, with real processes (the project's
+client with one behaviour swapped: tests/support/adversary.py), in one run of six: an equivocator (signs two
+results for every step) and a censoring witness (leaves an honest trainer out of every list it attests),
+among four honest clients with the default three seats. The equivocator is proven on chain and convicted;
+the censor's lists lose to the honest majority's, so nobody honest is dropped or leaves; the honest
+replicas stay bit-identical and the run keeps going."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cohort.client.runtime.local_run import LocalRun, failures, write_config
+from cohort.sdk.models import RunState
+
+pytestmark = pytest.mark.slow
+TESTS = str(Path(__file__).resolve().parents[1])
+ADVERSARIES = {4: "equivocate", 5: "censor"}
+
+
+def adversary(mode: str) -> dict:
+    path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
+    return {"entry": ("-m", "support.adversary"), "env": {"COHORT_ADVERSARY": mode, "PYTHONPATH": path}}
+
+
+async def test_an_equivocator_is_convicted_and_a_censor_drops_nobody(tmp_path: Path):
+    config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=5, warmup_time=15,
+                          init_min_clients=6, min_clients=4, witness_nodes=3)  # fmt: skip
+    async with LocalRun(config=config, root=tmp_path / "run") as lr:
+        trainers = await lr.start_members(6, options=lambda i: adversary(ADVERSARIES[i]) if i in ADVERSARIES else {})
+        honest = trainers[:4]
+        equivocator, censor = trainers[4], trainers[5]
+        first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
+        convicted = await lr.wait_for(
+            lambda r: (c := r.client(equivocator.wallet.pubkey())) is not None and c.state == "Convicted",
+            60, "the equivocator's conviction")  # fmt: skip
+        assert convicted.progress.epoch == first.progress.epoch  # within its first epoch
+        # the censor's lists lose to the majority's: the chain counts its dissents (3: no more seats)
+        await lr.wait_for(lambda r: (c := r.client(censor.wallet.pubkey())) is not None and c.dissents >= 1,
+                          60, "the censor's first lost decision")  # fmt: skip
+        end = await lr.wait_for(lambda r: r.progress.epoch >= first.progress.epoch + 1, 120, "the epoch's end")
+        await lr.wait_for_events("epoch_end", 1, 30, trainers=honest, epoch=first.progress.epoch)
+
+        assert all(t.alive for t in honest)
+        assert not [f for t in honest for f in failures(t)], [f for t in honest for f in failures(t)]
+        assert not [e for t in honest for e in t.events("left_epoch")]
+        ends = {e["digest"] for t in honest for e in t.events("epoch_end") if e["epoch"] == first.progress.epoch}
+        assert len(ends) == 1, ends
+        # nobody honest was dropped, convicted or lost its points; the equivocator's are forfeited
+        entries = {e.signer: e for e in end.registry}
+        assert all(entries[t.wallet.pubkey()].earned > 0 for t in honest), entries
+        assert entries.get(equivocator.wallet.pubkey()) is None or entries[equivocator.wallet.pubkey()].earned == 0
+        assert any(t.events("equivocation_reported") for t in [*honest, censor])  # the first proof convicts
+        # every step applied the majority's list: the four honest results and the censor's own
+        applied = [e for t in honest for e in t.events("applied") if e["decided"] and e["step"] > first.progress.step + 1]
+        assert applied and all(e["results"] >= 5 for e in applied), applied
