@@ -41,7 +41,7 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     record("initialize_run (+ createAccount)", chain.last_result)
     seats = min(32, clients // 2)
     config = make_config(clients, witness_nodes=seats, global_batch_size_start=clients,
-                         global_batch_size_end=2 * clients)  # fmt: skip
+                         global_batch_size_end=2 * clients, verification_percent=100)  # fmt: skip
     quorum = core.quorum(seats)
     record("update_config", chain.call("update_config", authority, run,
            {"config": config, "progress": {"epoch": 0, "step": 1, "epoch_start_data_index": 0}}))  # fmt: skip
@@ -131,6 +131,19 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
             "second": statement | {"commitment": b"\xa2" * 32}}  # fmt: skip
     report = chain.call_ix("report_equivocation", members[0], run, args)
     record("report_equivocation (+ 2 Ed25519)", chain.send([*proofs, report], [members[0]]))
+    # the seed of this round's successor draws the checks of the epoch's first step: two of a trainer's three
+    # verifiers report, the second convicts
+    state = chain.state(run)
+    checked, data = state["epoch"]["start_step"], chain.run_bytes(run)[8:]
+    seed = core.check_seed(data, checked)
+    healthy = {i for i, c in enumerate(state["clients"][:clients]) if c["state"] == "Healthy"}
+    trainer, verifiers = next((t, v) for t in sorted(healthy)
+                              if set(v := core.check_plan(data, checked, seed, t)[:2]) <= healthy)  # fmt: skip
+    for k, verifier in enumerate(verifiers):
+        args = {"step": checked, "trainer": trainer, "reason": "PayloadMismatch"}
+        result = chain.call("report_check", members[verifier], run, args)
+        record("report_check (majority: convicts)" if k else "report_check", result)
+    assert chain.state(run)["clients"][trainer]["state"] == "Convicted"
     chain.advance(config["epoch_time"])  # the epoch is over: the next decision sets up one flush round
     decided_round(everyone)
     decided_round(everyone)  # the flush round: its decision ends the epoch (Cooldown)

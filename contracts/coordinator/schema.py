@@ -101,7 +101,8 @@ def Bytes(n: int | str) -> Array:
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 3,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes
+    "VERSION": 4,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    # (verification_percent, u32 round times, check seeds and failed-check tallies)
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -119,6 +120,14 @@ CONSTANTS: dict[str, int] = {
     "ENDPOINT_LEN": 160,  # a node's network address: printable ASCII, NUL-padded
     "DISSENT_LIMIT": 3,  # a witness whose root lost this many decisions of an epoch gets no more seats
     "MEDIAN_SHARE": 4,  # the share of a member declaring the median throughput (shares are in quarters)
+    # verification of honest work: the checks of step s are drawn from the seed of the round of step
+    # s + CHECK_SEED_LAG, which is derived when the round of step s + 2 starts, after the round of step s + 1
+    # ended, so after step s's results were decided (a trainer cannot know whether it is checked until its
+    # result can no longer change)
+    "CHECK_SEED_LAG": 3,
+    "MAX_VERIFIERS": 3,  # verifiers of one check: min(MAX_VERIFIERS, clients_len - 1); a strict majority convicts
+    "CHECK_WINDOW": 32,  # revealed round seeds kept (reports of a step are taken while its seed is kept)
+    "CHECK_SLOTS": 16,  # failed-check tallies open at once
 }
 
 SYSTEM_PROGRAM = "11111111111111111111111111111111"
@@ -159,7 +168,8 @@ ClientState = Enum(
 ConvictionReason = Enum(
     "ConvictionReason",
     ("Equivocation", "FailedVerification"),
-    "Equivocation: two signed results with different commitments for one step.",
+    "Equivocation: two signed results with different commitments for one step. FailedVerification: a strict "
+    "majority of a check's verifiers reported that its replay of the step failed (report_check).",
 )
 CheckpointKind = Enum(
     "CheckpointKind",
@@ -176,7 +186,16 @@ JoinPolicy = Enum(
     "Open: any wallet may join. Authorized: only wallets holding a JoinAuthorization from the join "
     "authority.",
 )
-ENUMS = (RunState, ClientState, ConvictionReason, CheckpointKind, Architecture, DataType, LrScheduleKind, JoinPolicy)
+CheckFailure = Enum(
+    "CheckFailure",
+    ("Unspecified", "PayloadMismatch", "StateMismatch", "StateNotDelivered", "ResultNotDelivered"),
+    "Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay "
+    "disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step "
+    "(StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or "
+    "its result (ResultNotDelivered).",
+)
+ENUMS = (RunState, ClientState, ConvictionReason, CheckpointKind, Architecture, DataType, LrScheduleKind, JoinPolicy,
+         CheckFailure)  # fmt: skip
 
 # --------------------------------------------------------------------------------------------------
 # structs
@@ -227,14 +246,14 @@ RunConfig = S(
     "RunConfig",
     F("warmup_time", U64, "seconds"),
     F("cooldown_time", U64, "seconds"),
-    F("max_round_train_time", U64, "seconds"),
-    F("round_witness_time", U64, "seconds"),
     F("epoch_time", U64, "seconds, counted from the start of Warmup"),
     F(
         "global_batch_size_warmup_tokens",
         U64,
         "tokens over which the batch size ramps up (0 = none)",
     ),
+    F("max_round_train_time", U32, "seconds"),
+    F("round_witness_time", U32, "seconds"),
     F("total_steps", U32),
     F("init_min_clients", U16, "clients needed to start an epoch"),
     F("min_clients", U16, "clients needed to keep training"),
@@ -252,6 +271,9 @@ RunConfig = S(
         U8,
         "how much more (or less) data than the median member a fast (slow) one gets: 1..16, 1 = equal shares",
     ),
+    F("verification_percent", U8, "share of trainers' steps that verifiers replay and check: 0..100 (0 = none)"),
+    F("_pad", Bytes(7)),
+    doc="64 bytes: a create transaction packs config, model and metadata into one packet with no byte to spare.",
 )
 RunMetadata = S(
     "RunMetadata",
@@ -307,6 +329,22 @@ Round = S(
     F("decided", BOOL, "the previous step's applied set is fixed: the results list whose sha256 is decided_root"),
     F("_pad", Bytes(7)),
     doc="One stored round's summary (its witness records are in Run.witnesses, outside the hot prefix).",
+)
+CheckSeed = S(
+    "CheckSeed",
+    F("step", U32, "the step of the round this seed is (0 = empty)"),
+    F("_pad", U32),
+    F("seed", U64, "the round's seed; it draws the checks of step `step - CHECK_SEED_LAG`"),
+    doc="A revealed round seed, kept so checks can be reported after the round ring moved on.",
+)
+FailedCheck = S(
+    "FailedCheck",
+    F("step", U32, "the checked step (0 = a free slot)"),
+    F("trainer", U16, "the checked trainer's epoch client index"),
+    F("reporters", U8, "bit k: the check's k-th verifier reported a failure"),
+    F("opener", U8, "epoch index of the verifier whose report opened this tally (a full table evicts the "
+                    "tallies of whoever opened the most)"),
+    doc="The failure reports of one check until a strict majority of its verifiers convicts the trainer.",
 )
 RoundWitnesses = S(
     "RoundWitnesses",
@@ -370,6 +408,13 @@ Run = S(
     F("registry_len", U32),
     F("_pad2", U32),
     F("next_active", U64, "join marker of the next epoch"),
+    # -- verification of honest work (cleared when an epoch starts)
+    F(
+        "check_seeds",
+        Array(CheckSeed, "CHECK_WINDOW"),
+        "every round seed of the epoch as it is revealed, the entry of step r at r % CHECK_WINDOW",
+    ),
+    F("failed_checks", Array(FailedCheck, "CHECK_SLOTS"), "open tallies of failed-check reports"),
     doc="The state of one training run (a zero-copy account, created by the client at its exact size).",
 )
 RunIndex = S(
@@ -489,6 +534,13 @@ ReportEquivocationArgs = S(
     F("first", ResultStatement),
     F("second", ResultStatement),
 )
+ReportCheckArgs = S(
+    "ReportCheckArgs",
+    F("step", U32, "the checked step"),
+    F("trainer", U16, "the checked trainer's epoch client index"),
+    F("reason", CheckFailure, "what the signer, one of the check's verifiers, found"),
+    F("_pad", U8),
+)
 
 # events (Anchor format: sha256("event:<Name>")[:8] + Borsh, in "Program data:" log lines)
 RunStateChanged = S(
@@ -540,6 +592,15 @@ ClientConvicted = S(
     F("step", U32, "the step the proof is about"),
     F("forfeited", U64, "unclaimed points it lost"),
 )
+CheckFailed = S(
+    "CheckFailed",
+    F("run", PUBKEY),
+    F("verifier", PUBKEY, "the reporting verifier's wallet"),
+    F("step", U32, "the checked step"),
+    F("trainer", U16, "the checked trainer's epoch client index"),
+    F("reason", CheckFailure),
+    F("reports", U8, "failure reports of this check so far; a strict majority of its verifiers convicts"),
+)
 ClientDropped = S(
     "ClientDropped", F("run", PUBKEY), F("signer", PUBKEY), F("index", U16), F("_pad", Bytes(6))
 )
@@ -551,14 +612,15 @@ PointsClaimed = S(
 )  # fmt: skip
 
 EVENTS = (RunStateChanged, ClientJoined, ClientExited, WitnessSubmitted, StepDecided, ClientDropped,
-          ClientConvicted, CheckpointUpdated, RunUpdated, PointsClaimed)  # fmt: skip
+          ClientConvicted, CheckpointUpdated, RunUpdated, PointsClaimed, CheckFailed)  # fmt: skip
 ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization, Points, Endpoint)
 ARG_TYPES = (InitializeRunArgs, UpdateMetadataArgs, UpdateConfigArgs, UpdateModelArgs, SetCheckpointersArgs,
              SetPausedArgs, SetJoinAuthorizationArgs, JoinRunArgs, WarmupWitnessArgs, WitnessArgs,
-             HealthCheckArgs, CheckpointArgs, VoteWeightsArgs, SettlePointsArgs, ReportEquivocationArgs)  # fmt: skip
+             HealthCheckArgs, CheckpointArgs, VoteWeightsArgs, SettlePointsArgs, ReportEquivocationArgs,
+             ReportCheckArgs)  # fmt: skip
 STRUCTS = (Checkpoint, LrSchedule, DistroConfig, ModelConfig, RunConfig, RunMetadata, Progress, Client,
-           Witness, Round, RoundWitnesses, EpochState, RegistryEntry, WitnessMetadata, ResultStatement,
-           *ACCOUNT_TYPES, *ARG_TYPES, *EVENTS)  # fmt: skip
+           Witness, Round, CheckSeed, FailedCheck, RoundWitnesses, EpochState, RegistryEntry, WitnessMetadata,
+           ResultStatement, *ACCOUNT_TYPES, *ARG_TYPES, *EVENTS)  # fmt: skip
 
 # --------------------------------------------------------------------------------------------------
 # instructions
@@ -690,6 +752,13 @@ INSTRUCTIONS = (
         "over two result statements for one step with different commitments: the member is convicted.",
     ),
     Instruction(
+        "report_check",
+        (_user, _run_w, _slot_hashes),
+        ReportCheckArgs,
+        "One of the verifiers the seed drew for (step, trainer) reports that the check failed; once a strict "
+        "majority of them did, the trainer is convicted (FailedVerification).",
+    ),
+    Instruction(
         "close_run",
         (
             _authority,
@@ -761,6 +830,11 @@ ERRORS = (
     Error("RunStillOpen", "Only allowed once the run is closed"),
     Error("EquivocationNotProven", "The transaction holds no two valid signed statements by the accused for this step"),
     Error("VoteClosed", "Weights votes are taken from the epoch's end until the next epoch starts"),
+    Error("NotChecked", "The seed did not draw this trainer's step for a check"),
+    Error("NotAVerifier", "Signer is not one of the verifiers of this check"),
+    Error("CheckExpired", "The check's seed left the window of kept seeds, or belongs to another epoch"),
+    Error("DuplicateReport", "This verifier already reported this check"),
+    Error("InvalidReason", "reason is not a CheckFailure a report can name"),
 )
 
 

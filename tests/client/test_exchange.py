@@ -56,7 +56,8 @@ class Peers:
         self.exchange = Exchange(self.nodes[0], self.keys[0], self.idl, self.run, recorder,  # type: ignore[arg-type]
                                  self.posted.append, check, lambda: SIZE)  # fmt: skip
         members = [SimpleNamespace(index=i, p2p_identity=Pubkey(bytes(k.node_id.key))) for i, k in enumerate(self.keys)]
-        self.exchange.set_view(SimpleNamespace(run=SimpleNamespace(clients=members), newest=None))  # type: ignore[arg-type]
+        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0))
+        self.exchange.set_view(SimpleNamespace(run=run, newest=None))  # type: ignore[arg-type]
         self.exchange.set_peers({i: a for i, a in enumerate(addresses) if i}, tuple(range(n)), None)
 
     def announce(self, sender: int, body: bytes, round: int, key: NodeKey | None = None) -> None:

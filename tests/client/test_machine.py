@@ -13,6 +13,8 @@ from cohort.client.runtime.machine import (
     Applied,
     Apply,
     ChainUpdate,
+    Check,
+    Checked,
     ClientMachine,
     Emit,
     EpochPrepared,
@@ -28,6 +30,7 @@ from cohort.client.runtime.machine import (
     PrepareEpoch,
     ReadRecords,
     RecordsRead,
+    ReportCheck,
     ReportEquivocation,
     ResultFailed,
     ResultHeld,
@@ -94,6 +97,18 @@ class Driver:
             self.feed(ResultHeld(step, index, c))
             held[index] = c
         return held
+
+    def step_1_decided(self) -> tuple[list, dict[int, bytes]]:
+        """Started, our step 1 trained and everyone's held, round 1 attested nothing and round 2 decided step
+        1 with every result: the actions of the update that saw it, and the results held."""
+        self.start()
+        self.feed(Trained(0, 1, self.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+        held = self.hold_all(1)
+        self.host.decide(ResultsList.of(0, {}).root)
+        self.host.start_pending()
+        self.feed()
+        self.host.decide(ResultsList.of(1, held).root)
+        return self.feed(), held
 
     def start(self) -> list:
         """Join, warm up (prepared, everyone ready) and enter the epoch's first round."""
@@ -176,9 +191,27 @@ def test_applies_exactly_the_decided_results_and_then_trains_on(core):
     assert of(out, Train) and of(out, Train)[0].step == 3
 
 
+def test_a_lagging_trainer_applies_a_step_only_after_the_next_one_went_to_the_worker(core):
+    """Step s trains on exactly the weights after s - 2 on every replica (what a verifier replays from):
+    a replica still training s - 1 when s - 1 is decided waits with that apply until step s is sent."""
+    d = Driver(core)
+    out, held = d.step_1_decided()
+    assert [a.step for a in of(out, Apply)] == [1]  # step 2 is training already: 1 may go
+    d.feed(Applied(0, 1, len(held), digest=7))
+    held = d.hold_all(2)  # everyone's step 2 is in, ours included; our training of step 2 still runs
+    d.host.start_pending()
+    d.feed()
+    d.host.decide(ResultsList.of(2, held).root)
+    assert not of(d.feed(), Apply)  # applying 2 now would move the weights step 3 must train on
+    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    kinds = [type(a) for a in out if isinstance(a, (Train, Apply))]
+    assert kinds == [Train, Apply] and of(out, Train)[0].step == 3 and of(out, Apply)[0].step == 2
+
+
 def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
     d = Driver(core)
     d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
     d.hold_all(1)
     d.host.decide(ResultsList.of(0, {}).root)
     d.host.start_pending()
@@ -439,3 +472,48 @@ def test_the_next_epoch_keeps_our_weights_only_if_the_majority_voted_them(core):
     d.host.to_warmup()
     d.feed()
     assert machine._load_plan() == "keep"  # nothing voted yet: ours is the epoch end
+
+
+# -- verification -----------------------------------------------------------------------------------------
+
+
+def applied_through_step_2(d: Driver) -> list:
+    """Steps 1 and 2 trained, decided with every result and applied, and round 4 started: it fixed round
+    5's seed (from inputs frozen when round 3 decided step 2), which draws step 2's checks; returns the
+    actions of the update that saw it."""
+    out, held = d.step_1_decided()
+    assert of(out, Apply)
+    d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    d.feed(Applied(0, 1, len(held), digest=7))
+    held = d.hold_all(2)
+    d.host.start_pending()
+    d.feed()
+    d.host.decide(ResultsList.of(2, held).root)
+    assert not of(d.feed(), Check)  # step 2 is decided and applied, but its checks are not drawn yet
+    d.feed(Applied(0, 2, len(held), digest=7))
+    d.host.start_pending()
+    return d.feed()
+
+
+def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_reported_until_it_lands(core):
+    d = Driver(core, clients=4, verification_percent=100)
+    out = applied_through_step_2(d)
+    checks = of(out, Check)
+    # every result is checked and with four clients the other three are its verifiers: we check 1, 2, 3
+    # (step 1 is everyone's first of the epoch: no earlier committed state, so it is not checked)
+    assert sorted(c.trainer for c in checks) == [1, 2, 3] and {c.step for c in checks} == {2}
+    assert all(c.commitment == commitment(2, c.trainer) and c.previous == commitment(1, c.trainer) for c in checks)
+    assert not of(d.feed(), Check)  # planned once
+    assert of(d.feed(Checked(0, 2, 1, True, "within tolerance")), ReportCheck) == []
+    out = d.feed(Checked(0, 2, 2, False, "signs disagree", "PayloadMismatch"))
+    assert emitted(out, "check_failed") and of(out, ReportCheck) == [ReportCheck(2, 2, "PayloadMismatch")]
+    assert of(d.feed(TxDone("report_check", 2 << 16 | 2, False, "rpc")), ReportCheck) == []  # waits its retry
+    assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == [ReportCheck(2, 2, "PayloadMismatch")]
+    assert of(d.feed(TxDone("report_check", 2 << 16 | 2, True), dt=5.0), ReportCheck) == []
+    # a check we could not run is no evidence: nothing is reported
+    assert of(d.feed(Checked(0, 2, 3, False, "we no longer hold the weights")), ReportCheck) == []
+
+
+def test_without_verification_nothing_is_checked(core):
+    d = Driver(core, clients=4)
+    assert not of(applied_through_step_2(d), Check)

@@ -149,7 +149,8 @@ def test_run_account_not_writable(chain, training):
 
 
 @pytest.mark.parametrize(
-    "name", ["tick", "exit_run", "join_run", "witness", "set_paused", "vote_weights", "report_equivocation"]
+    "name",
+    ["tick", "exit_run", "join_run", "witness", "set_paused", "vote_weights", "report_equivocation", "report_check"],
 )
 def test_wrong_slot_hashes_account(chain, core, training, name):
     authority, run, members = training
@@ -162,7 +163,7 @@ def test_wrong_slot_hashes_account(chain, core, training, name):
         signer, args = members[index], make_witness(index, position, state["progress"]["step"])
     elif name == "set_paused":
         signer, args = authority, {"paused": True}
-    elif name in ("vote_weights", "report_equivocation"):
+    elif name in ("vote_weights", "report_equivocation", "report_check"):
         args = sample_args(chain, name, signer)
     for impostor in (CLOCK_SYSVAR, run, Keypair().pubkey()):
         assert chain.fails(name, signer, run, args, slot_hashes=impostor, **extra) == "WrongSysvar"
@@ -202,6 +203,7 @@ def sample_args(chain, name: str, signer: Keypair) -> dict | None:
         "vote_weights": {"index": 0, "step": 1, "manifest": bytes(range(32))},
         "settle_points": {"wallet": signer.pubkey()},
         "report_equivocation": {"index": 0, "step": 1, "first": STATEMENT, "second": STATEMENT},
+        "report_check": {"step": 1, "trainer": 0, "reason": "PayloadMismatch"},
     }
     return samples[name]
 
@@ -219,7 +221,7 @@ INSTRUCTIONS = [
     "initialize_run", "update_metadata", "update_config", "update_model", "set_checkpointers",
     "set_paused", "set_join_authorization", "join_run", "exit_run", "claim_points", "settle_points",
     "close_points", "close_join_authorization", "tick", "warmup_witness", "witness", "health_check",
-    "checkpoint", "vote_weights", "report_equivocation", "close_run",
+    "checkpoint", "vote_weights", "report_equivocation", "report_check", "close_run",
 ]  # fmt: skip
 
 
@@ -420,7 +422,8 @@ CONFIG_RULES = [
     ({"warmup_time": 300}, "warmup_time must be < epoch_time"),
     ({"max_round_train_time": 0}, "max_round_train_time must be > 0 and < epoch_time"),
     ({"max_round_train_time": 300}, "max_round_train_time must be > 0 and < epoch_time"),
-    ({"round_witness_time": 0}, "round_witness_time must be > 0"),
+    ({"round_witness_time": 0}, "round_witness_time must be > 0 and < epoch_time"),
+    ({"round_witness_time": 300}, "round_witness_time must be > 0 and < epoch_time"),
     ({"cooldown_time": 0}, "cooldown_time must be > 0"),
     ({"waiting_for_members_extra_time": 0}, "waiting_for_members_extra_time must be > 0"),
     ({"min_clients": 0}, "min_clients must be > 0"),
@@ -439,6 +442,9 @@ CONFIG_RULES = [
     ({"witness_nodes": 2},
      "witness_nodes must be >= 3 once init_min_clients >= 3 (with 2 seats one witness can block every step)"),
     ({"join_policy": 2}, "join_policy is not a known policy"),
+    ({"max_share_ratio": 0}, "max_share_ratio must be 1..16"),
+    ({"verification_percent": 101}, "verification_percent must be 0..100"),
+    ({"verification_percent": 255}, "verification_percent must be 0..100"),
 ]  # fmt: skip
 
 

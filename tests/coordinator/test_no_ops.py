@@ -77,6 +77,16 @@ def test_non_zero_padding_is_refused(chain, where):
     assert any("padding" in line for line in failure.logs)
 
 
+def test_non_zero_config_padding_is_refused(chain):
+    authority, run = open_run(chain, CONFIG)
+    chain.call("set_paused", authority, run, {"paused": True})
+    config = CONFIG | {"_pad": bytes(6) + b"\x01"}
+    progress = chain.state(run)["progress"]
+    failure = chain.failure("update_config", authority, run, {"config": config, "progress": progress})
+    assert failure.name == "NonCanonical"
+    assert any("padding" in line for line in failure.logs)
+
+
 def test_non_canonical_checkpoint_and_health_check_arguments_are_refused(chain, core):
     authority, run = open_run(chain, CONFIG)
     keeper = chain.wallet()

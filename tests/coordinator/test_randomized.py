@@ -1,7 +1,8 @@
 """Randomized sequences of valid and invalid instructions from many wallets, with clock jumps: joins,
 exits, ticks, warmup witnesses, witness records (a few results roots, so steps are decided, records
 replaced and rounds time out), health checks, weights votes, points claims and settlements, equivocation
-reports (with real signed statements on chain), join authorizations, checkpoints and pauses.
+reports (with real signed statements on chain), failed-check reports by drawn verifiers (and by others),
+join authorizations, checkpoints and pauses.
 
 1. Against the host build of the core (thousands of steps): invariants after every step, and a failed
    operation never changes a byte.
@@ -35,14 +36,15 @@ CONFIG = make_config(
     cooldown_time=3,
     max_round_train_time=4,
     round_witness_time=2,
-    epoch_time=40,
+    epoch_time=90,  # long enough for checks: the last step an epoch trains is never checkable
     waiting_for_members_extra_time=1,
     min_clients=2,
     witness_nodes=3,
     global_batch_size_start=6,
     global_batch_size_end=9,
     global_batch_size_warmup_tokens=512 * 40,
-    total_steps=60,
+    total_steps=200,
+    verification_percent=50,
 )
 NONCE_OFFSET = load_idl().offset_of("Run", "nonce")
 NODE_KEYS = 10
@@ -69,6 +71,8 @@ class Generator:
         self.wallet_keys = [w.pubkey() for w in twin.wallets]
         self.core = core
         self.node_keys = twin.node_keys
+        self.last_check: tuple[int, int] | None = None  # (step, trainer) of the latest report_check
+        self.reported: set[tuple[int, int, int]] = set()  # (step, trainer, verifier) drawn so far
 
     def next(self, state: dict, run_bytes: bytes) -> Op:
         rng = self.rng
@@ -79,6 +83,8 @@ class Generator:
             roll = 0.89  # the epoch's finishers vote on its weights while they may
         if state["run_state"] in ("RoundTrain", "RoundWitness") and members and rng.random() < 0.25:
             roll = 0.6  # seats report (and replace) while the round lasts
+        if state["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") and members and rng.random() < 0.1:
+            return self._report_check(state, run_bytes, members)
         if roll < 0.22:  # 0 s: the next slot at the same unix time
             return Op("advance", 0, advance=rng.choice([0, 0, 1, 1, 2, 3, 5, 8, 40]))
         if roll < 0.36:
@@ -146,6 +152,29 @@ class Generator:
             return Op("checkpoint", rng.choice([0, -2]), {"checkpoint": checkpoint})
         return Op("set_paused", -1, {"paused": rng.random() < 0.5})
 
+    def _report_check(self, state: dict, run_bytes: bytes, members: list) -> Op:
+        """Mostly a drawn verifier of a checkable (step, trainer), often the check reported last (so a
+        second verifier convicts); sometimes a step not checkable, a non-verifier or an outsider."""
+        rng, step = self.rng, state["progress"]["step"]
+        steps = range(max(state["epoch"]["start_step"] - 1, step - 8), step + 1)
+        checkable = [s for s in steps if self.core.check_seed(run_bytes, s) is not None]
+        if self.last_check is not None and rng.random() < 0.5:
+            checked, trainer = self.last_check
+        else:
+            checked = rng.choice(checkable if checkable and rng.random() < 0.8 else steps)
+            trainer = rng.randrange(len(members) + (rng.random() < 0.05))
+        seed = self.core.check_seed(run_bytes, checked)
+        plan = self.core.check_plan(run_bytes, checked, seed, trainer) if seed is not None else ()
+        if plan and rng.random() < 0.9:  # mostly a verifier that has not reported it yet (a quorum convicts)
+            fresh = [v for v in plan if (checked, trainer, v) not in self.reported]
+            signer = rng.choice(fresh if fresh and rng.random() < 0.8 else plan)
+            self.reported.add((checked, trainer, signer))
+            self.last_check = (checked, trainer)
+        else:
+            signer = self._member_wallet(members, rng.randrange(len(members)), rng)
+        reason = rng.choice(["PayloadMismatch", "StateMismatch", "StateNotDelivered", "ResultNotDelivered"])
+        return Op("report_check", signer, {"step": checked, "trainer": trainer, "reason": reason})
+
     def _member_wallet(self, members: list, index: int, rng: random.Random) -> int:
         # usually the member itself; sometimes someone else (must be rejected)
         return -3 if rng.random() < 0.1 else index
@@ -163,6 +192,7 @@ class Twin:
         self.node_keys = [Keypair.from_seed(bytes([k + 1]) * 32) for k in range(NODE_KEYS)]
         self.authorizations: dict[int, bool] = {}  # wallet index -> its JoinAuthorization's `allowed`
         self.claimed: dict[int, int] = {}  # wallet index -> points its Points account should hold
+        self.endpoints: dict[int, tuple[int, bytes]] = {}  # wallet index -> its Endpoint account's (node, address)
 
     def signer(self, op: Op, state: dict) -> Keypair:
         if op.signer == -1:
@@ -171,7 +201,7 @@ class Twin:
             return self.checkpointer
         if op.signer == -3:
             return self.outsider
-        if op.name in ("witness", "warmup_witness", "health_check", "vote_weights"):
+        if op.name in ("witness", "warmup_witness", "health_check", "vote_weights", "report_check"):
             member = state["clients"][op.signer]["signer"]
             return next((w for w in self.wallets if w.pubkey() == member), self.outsider)
         return self.wallets[op.signer]
@@ -203,9 +233,19 @@ def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: 
         "warmup_witness": lambda: core.warmup_witness(run, env, signer, op.args.get("index", 0)),
         "health_check": lambda: core.health_check(run, env, signer, op.args),
         "checkpoint": lambda: core.checkpoint(run, env, signer, op.args.get("checkpoint", {})),
+        "report_check": lambda: core.report_check(run, env, signer, op.args),
         "set_paused": lambda: core.set_paused(run, env, op.args.get("paused", False)),
     }
     code = calls[op.name]()
+    if op.name == "join_run":
+        written = (op.args["node"], op.args["endpoint"])
+        if code == ERROR_CODES["AlreadyJoined"] and twin.endpoints.get(op.signer) != written:
+            twin.endpoints[op.signer] = written  # the program still updates the Endpoint account
+            return 0
+        if code == 0:
+            twin.endpoints[op.signer] = written
+    if op.name == "exit_run" and code == 0:
+        twin.endpoints.pop(op.signer, None)  # closed
     if code == 0:
         bump_nonce(run)
         if op.name in ("exit_run", "claim_points", "settle_points") and earned:
@@ -325,6 +365,14 @@ def check_invariants(state: dict, previous: dict | None) -> None:
     for c in members:
         if c["state"] != "Healthy":
             assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256
+    window = len(state["check_seeds"])
+    for at, entry in enumerate(state["check_seeds"]):
+        assert entry["step"] == 0 or entry["step"] % window == at, "a check seed outside its window slot"
+    open_checks = [(t["step"], t["trainer"]) for t in state["failed_checks"] if t["step"]]
+    assert len(set(open_checks)) == len(open_checks), "two tallies of one check"
+    for t in state["failed_checks"]:
+        if t["step"]:
+            assert 0 < t["reporters"] < 8 and t["trainer"] < epoch["clients_len"] and t["opener"] < epoch["clients_len"]
     if previous is not None:
         assert state["progress"]["step"] >= previous["progress"]["step"], "step went backwards"
         assert state["nonce"] >= previous["nonce"]
@@ -426,6 +474,7 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         successes += host_code == 0
         if host_code == 0:
             done.update([op.name, *(name for name, _ in host_events)])
+            done.update(e["reason"] for name, e in host_events if name == "ClientConvicted")
             round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
             if op.name == "witness" and round_["witnessed_mask"][op.args["index"] // 8] >> (op.args["index"] % 8) & 1:
                 done["replaced"] += 1
@@ -434,6 +483,7 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         f"the generator exercised too little: {sorted(codes)}"
     )
     exercised = {"witness", "replaced", "vote_weights", "settle_points", "report_equivocation", "StepDecided",
-                 "ClientConvicted", "CheckpointUpdated"}  # fmt: skip
+                 "ClientConvicted", "CheckpointUpdated", "report_check", "CheckFailed", "Equivocation",
+                 "FailedVerification"}  # fmt: skip
     assert all(done[name] for name in exercised), f"never exercised: {[n for n in exercised if not done[n]]}"
     assert {"Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states

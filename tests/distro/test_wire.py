@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 import struct
 
@@ -60,12 +61,15 @@ def test_round_trip(kind):
             assert torch.equal(got.values, sent.values.to(dtype).float())
     # deterministic bytes
     assert codec.encode(result) == payload
+    # the state commitment travels in the header, so the payload's commitment covers it
+    committed = codec.encode(dataclasses.replace(result, state=b"s" * 32))
+    assert codec.decode(committed).result.state == b"s" * 32 and committed != payload
 
 
 @pytest.mark.parametrize(("kind", "value_bits"), [("1bit", 1), ("bf16", 16), ("fp32", 32)])
 def test_size_is_the_formula(kind, value_bits):
     codec, result = make(config_for(kind))
-    expected = 72
+    expected = HEADER.size  # 104
     for b in codec.layout.buckets:
         kept = b.num_tiles * b.topk
         width = 1 if b.totalk <= 256 else 2
@@ -105,6 +109,7 @@ def _with_header(payload: bytes, **changes) -> bytes:
         "params",
         "buckets",
         "digest",
+        "state",
     ]
     fields = dict(zip(names, _header(payload), strict=True))
     fields.update(changes)
@@ -129,8 +134,8 @@ def test_rejects_wrong_magic_version_kind_reserved(good):
     codec, payload = good
     with pytest.raises(WireError, match="not a DisTrO result"):
         codec.decode(_with_header(payload, magic=b"XXXX"))
-    with pytest.raises(WireError, match="unsupported wire version 2"):
-        codec.decode(_with_header(payload, version=2))
+    with pytest.raises(WireError, match="unsupported wire version 1"):
+        codec.decode(_with_header(payload, version=1))  # v1 had no state commitment
     with pytest.raises(WireError, match="value kind 3"):
         codec.decode(_with_header(payload, kind=3))
     with pytest.raises(WireError, match="reserved"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import struct
 
 from solders.hash import Hash
@@ -14,6 +15,7 @@ from solders.keypair import Keypair
 from solders.message import Message
 from solders.pubkey import Pubkey
 from solders.transaction import Transaction
+from support.event_forger import event_bytes
 
 from cohort.sdk.coordinator_core import load_idl
 from cohort.sdk.explorer.decode import (
@@ -24,6 +26,7 @@ from cohort.sdk.explorer.decode import (
 )
 from cohort.sdk.explorer.links import checkpoint_url, cluster_query, safe_http_url
 from cohort.sdk.explorer.store import Store
+from cohort.sdk.models import CheckFailed, CheckFailure
 
 IDL = load_idl()
 PROGRAM = str(Pubkey.new_unique())
@@ -59,9 +62,10 @@ def test_only_the_programs_own_data_lines_are_events():
     assert [(name, value["what"]) for name, value in events] == [("RunUpdated", 1), ("RunUpdated", 3)]
 
 
-def _get_transaction_result(err: object, logs: list[str], run: Pubkey) -> tuple[str, dict]:
+def _get_transaction_result(err: object, logs: list[str], run: Pubkey, name: str = "tick",
+                            args: dict | None = None) -> tuple[str, dict]:  # fmt: skip
     payer = Keypair()
-    ix = IDL.instruction("tick", {"user": payer.pubkey(), "run": run}, {},
+    ix = IDL.instruction(name, {"user": payer.pubkey(), "run": run}, args or {},
                          program_id=Pubkey.from_string(PROGRAM))  # fmt: skip
     extra = Instruction(Pubkey.from_string(OTHER), b"\x01", [AccountMeta(run, False, True)])
     blockhash = Hash.new_unique()
@@ -81,6 +85,36 @@ def test_a_transaction_decodes_to_instruction_names_runs_and_events():
     assert [(i.name, i.run) for i in tx.instructions] == [("tick", str(run))]
     assert [(e.ordinal, e.name, e.run) for e in tx.events] == [(0, "RunUpdated", str(run))]
     assert tx.runs == {str(run)}
+
+
+def test_failed_checks_and_the_conviction_they_lead_to_are_readable(tmp_path):
+    """A report_check that reaches its check's majority: CheckFailed, then ClientConvicted with the new
+    reason and the checked step, stored and served as readable JSON (names, base58 keys, plain numbers)."""
+    run, verifier, trainer = Pubkey.new_unique(), Pubkey.new_unique(), Pubkey.new_unique()
+    failed = {"run": run, "verifier": verifier, "step": 12, "trainer": 2, "reason": "StateMismatch", "reports": 2}
+    convicted = {"run": run, "signer": trainer, "index": 2, "reason": "FailedVerification", "_pad": 0, "step": 12,
+                 "forfeited": 40}  # fmt: skip
+    logs = [f"Program {PROGRAM} invoke [1]",
+            *("Program data: " + base64.b64encode(event_bytes(IDL, name, value)).decode()
+              for name, value in (("CheckFailed", failed), ("ClientConvicted", convicted))),
+            f"Program {PROGRAM} success"]  # fmt: skip
+    args = {"step": 12, "trainer": 2, "reason": "StateMismatch"}
+    signature, result = _get_transaction_result(None, logs, run, "report_check", args)
+    tx = decode_transaction(IDL, PROGRAM, signature, result)
+    assert [i.name for i in tx.instructions] == ["report_check"]
+    shown = [(e.name, e.data) for e in tx.events]
+    assert shown == [
+        ("CheckFailed", {"run": str(run), "verifier": str(verifier), "step": 12, "trainer": 2,
+                         "reason": "StateMismatch", "reports": 2}),
+        ("ClientConvicted", {"run": str(run), "signer": str(trainer), "index": 2, "reason": "FailedVerification",
+                             "step": 12, "forfeited": 40}),
+    ]  # fmt: skip
+    assert CheckFailed.decode(IDL.decode_event(event_bytes(IDL, "CheckFailed", failed))[1]) == CheckFailed(
+        run, verifier, 12, 2, CheckFailure.StateMismatch, 2)
+    store = Store(tmp_path / "x.sqlite")
+    store.add_transaction(PROGRAM, tx)
+    stored = [(r["name"], json.loads(r["data"])) for r in store.events(str(run))]
+    assert stored[::-1] == shown  # newest first
 
 
 def test_a_failed_transaction_keeps_its_instructions_but_has_no_events():

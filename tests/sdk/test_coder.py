@@ -10,12 +10,11 @@ import math
 import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
+from support.scripted_run import funded_run
 
-from cohort.sdk.client import RunClient
 from cohort.sdk.idl import Idl, IdlError
 from cohort.sdk.models import Run, RunState, to_idl
 from cohort.sdk.predict import batches_of, elected_witnesses, forecast_tick
-from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file
 
 ADDRESS = str(Keypair().pubkey())
@@ -121,13 +120,8 @@ def test_truncated_data_is_an_idl_error():
 
 async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helpers, core, tmp_path):
     run_file = load_run_file(helpers.config_copy(tmp_path, "decoded"), core)
-    net = workspace.localnet.net
-    async with Rpc(net.http_url, idl=core.idl) as rpc:
-        client = RunClient(rpc, workspace.program_id, ws_url=net.ws_url, idl=core.idl)
-        await client.create_run(workspace.wallet, run_file)
-        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
+    async with funded_run(workspace, core, run_file) as (rpc, client, members):
         for m in members:
-            await rpc.airdrop(m.pubkey(), 10**9)
             await client.join_run(m, "decoded", Keypair())
         await rpc.raw_request("localnet_warpTime", [run_file.config.waiting_for_members_extra_time])
         await client.tick(members[0], "decoded")

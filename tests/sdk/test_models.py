@@ -33,3 +33,12 @@ def test_config_models_have_exactly_the_idl_fields(name):
 def test_run_state_enum_matches_the_idl():
     variants = [v["name"] for v in load_idl().types["RunState"]["variants"]]
     assert [s.value for s in models.RunState] == variants
+
+
+def test_check_enums_and_the_check_failed_event_match_the_idl():
+    idl = load_idl()
+    variants = [v["name"] for v in idl.types["CheckFailure"]["variants"]]
+    assert variants[0] == "Unspecified"  # never a valid report
+    assert [r.value for r in models.CheckFailure] == variants[1:]
+    assert [r.value for r in models.ConvictionReason] == [v["name"] for v in idl.types["ConvictionReason"]["variants"]]
+    assert {f.name for f in dataclasses.fields(models.CheckFailed)} == set(idl_fields(idl, "CheckFailed"))

@@ -8,10 +8,9 @@ import hashlib
 
 import pytest
 from solders.keypair import Keypair
-from support.scripted_run import play_epoch
+from support.scripted_run import funded_run, play_epoch
 
 from cohort.sdk.client import RunClient, SignedResult
-from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file
 from cohort.sdk.statements import result_statement
 
@@ -24,13 +23,7 @@ def signed(client: RunClient, node: Keypair, run, step: int, payload: bytes) -> 
 
 async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers, core, tmp_path):
     run_file = load_run_file(helpers.config_copy(tmp_path, "votes"), core)
-    net = workspace.localnet.net
-    async with Rpc(net.http_url, idl=core.idl) as rpc:
-        client = RunClient(rpc, workspace.program_id, ws_url=net.ws_url, idl=core.idl)
-        await client.create_run(workspace.wallet, run_file)
-        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
-        for m in members:
-            await rpc.airdrop(m.pubkey(), 10**9)
+    async with funded_run(workspace, core, run_file) as (rpc, client, members):
         nodes = [Keypair() for _ in members]
         await play_epoch(client, "votes", members, node_keys=nodes)
 

@@ -10,7 +10,7 @@ Payload modes (what the trainer sends instead of its honest result; header, sign
     poison      trains on its own text (POISON_TOKENS repeated) instead of its batch
     partial     flips one step in four (an adversary that cheats only some of the time)
 Behaviour modes:
-    censor      as a witness, leaves the lowest-indexed other trainer out of its results list
+    censor      as a witness, leaves the lowest-indexed other trainer out of every results list it signs
     equivocate  signs and announces a second, different result for every step it trains
 
 Nothing here ships with cohort: it patches the installed client in this process only, then runs the CLI."""
@@ -38,7 +38,7 @@ def _negated(codec, payload: bytes) -> bytes:
 
     result = codec.decode(payload).result
     tiles = tuple(SparseTiles(t.indices, -t.values) for t in result.tiles)
-    return codec.encode(DistroResult(result.step, result.batch, tiles))
+    return codec.encode(DistroResult(result.step, result.batch, tiles, result.state))  # its honest state
 
 
 def _made_up(codec, step: int, batch, minimal: bool) -> bytes:
@@ -61,7 +61,7 @@ def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
     from cohort.client.distro import DistroResult
 
     result = codec.decode(payload).result
-    return codec.encode(DistroResult(step, batch, result.tiles))
+    return codec.encode(DistroResult(step, batch, result.tiles, result.state))  # the peer's state commitment too
 
 
 def install(mode: str) -> None:
@@ -108,18 +108,28 @@ def install(mode: str) -> None:
         trainer_module.open_dataset = open_dataset
 
     if mode == "censor":
-        from cohort.client.runtime.machine import ClientMachine
+        # it waits for results as an honest seat does (so it witnesses as early), then signs a list without
+        # the lowest-indexed other trainer
+        from dataclasses import replace
 
-        honest_attestable = ClientMachine._attestable
+        from cohort.client.runtime.machine import ClientMachine, SubmitWitness
+        from cohort.client.runtime.results_list import ResultsList
 
-        def attestable(self, step):
-            held = dict(honest_attestable(self, step))
-            victims = sorted(i for i in held if i != self.index)
-            if victims:
-                held.pop(victims[0])
-            return held
+        honest_witness = ClientMachine._witness
 
-        ClientMachine._attestable = attestable
+        def witness(self, now):
+            out = []
+            for action in honest_witness(self, now):
+                if isinstance(action, SubmitWitness):
+                    held = dict(action.results.entries)
+                    victims = sorted(i for i in held if i != self.index)
+                    if victims:
+                        held.pop(victims[0])
+                    action = replace(action, results=ResultsList.of(action.results.step, held))
+                out.append(action)
+            return out
+
+        ClientMachine._witness = witness
 
     if mode == "equivocate":
         from cohort.client.distro.wire import commitment as commitment_of

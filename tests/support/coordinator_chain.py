@@ -56,6 +56,7 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
         global_batch_size_end=max(2 * clients, 16),
         join_policy="Open",
         max_share_ratio=4,
+        verification_percent=0,
     )
     config.update(overrides)
     return config
@@ -354,7 +355,7 @@ def witness_order(seed: int, mask: bytes) -> list[int]:
     state = int.from_bytes(hashlib.sha256(struct.pack("<Q", seed) + b"witness").digest()[:8], "little")
     for i in range(len(out), 1, -1):
         state = (state * LCG_A + LCG_C) % 2**64
-        j = state % i
+        j = (state * i) >> 64  # the high bits: the LCG's low bits have short periods
         out[i - 1], out[j] = out[j], out[i - 1]
     return out
 

@@ -4,7 +4,9 @@ phase without training clients."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from solders.keypair import Keypair
 
@@ -12,6 +14,8 @@ from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import Run, RunState
 from cohort.sdk.predict import elected_witnesses
+from cohort.sdk.rpc import Rpc
+from cohort.sdk.run_config import RunFile
 
 ROOT = b"\x01" * 32  # stands in for the results root the seated witnesses agree on
 
@@ -19,6 +23,21 @@ ROOT = b"\x01" * 32  # stands in for the results root the seated witnesses agree
 async def warp(client: RunClient, seconds: int) -> None:
     """Move the localnet's clock forward (its `localnet_warpTime` cheat method)."""
     await client.rpc.raw_request("localnet_warpTime", [seconds])
+
+
+@contextlib.asynccontextmanager
+async def funded_run(workspace: Any, core: CoordinatorCore, run_file: RunFile) -> AsyncIterator[
+        tuple[Rpc, RunClient, list[Keypair]]]:  # fmt: skip
+    """The workspace's localnet: its RPC, a RunClient of its program, `run_file`'s run created and opened
+    by the workspace wallet, and init_min_clients new wallets funded with 1 SOL each."""
+    net = workspace.localnet.net
+    async with Rpc(net.http_url, idl=core.idl) as rpc:
+        client = RunClient(rpc, workspace.program_id, ws_url=net.ws_url, idl=core.idl)
+        await client.create_run(workspace.wallet, run_file)
+        members = [Keypair() for _ in range(run_file.config.init_min_clients)]
+        for m in members:
+            await rpc.airdrop(m.pubkey(), 10**9)
+        yield rpc, client, members
 
 
 Metadata = Callable[[int, int], dict]  # (step, epoch client index) -> a witness's WitnessMetadata

@@ -29,7 +29,16 @@ from .errors import (
     TransactionFailed,
 )
 from .idl import Idl, IdlError
-from .models import Checkpoint, Progress, Run, RunState, WalletPoints, WitnessRecord, to_idl
+from .models import (
+    CheckFailure,
+    Checkpoint,
+    Progress,
+    Run,
+    RunState,
+    WalletPoints,
+    WitnessRecord,
+    to_idl,
+)
 from .rpc import Rpc, pack_instructions
 from .run_config import RunFile
 from .statements import (
@@ -475,6 +484,14 @@ class RunClient:
             {"index": index, "step": first.step, "first": statement(first), "second": statement(second)},
         )
         return await self._send([*checks, ix], user)
+
+    async def report_check(self, user: Keypair, run: str | Pubkey, step: int, trainer: int,
+                           reason: CheckFailure | str, payer: Keypair | None = None) -> Any:  # fmt: skip
+        """As one of the verifiers the chain drew for trainer `trainer`'s (epoch index) result of `step`
+        (`CoordinatorCore.check_plan`), report that the check failed, and why. A strict majority of the
+        check's verifiers convicts the trainer (FailedVerification)."""
+        args = {"step": step, "trainer": trainer, "reason": str(CheckFailure(reason))}
+        return await self._as_user("report_check", user, run, args, payer)
 
     async def health_check(self, user: Keypair, run: str | Pubkey, indices: Sequence[int],
                            payer: Keypair | None = None) -> Any:  # fmt: skip

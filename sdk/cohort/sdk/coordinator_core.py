@@ -82,7 +82,8 @@ class CoordinatorCore:
         for name in ("coord_tick", "coord_join", "coord_exit", "coord_warmup_witness", "coord_witness",
                      "coord_health_check", "coord_checkpoint", "coord_set_paused", "coord_update_config",
                      "coord_update_model", "coord_update_metadata", "coord_set_checkpointers", "coord_init",
-                     "coord_claim_points", "coord_settle_points", "coord_vote_weights", "coord_convict"):  # fmt: skip
+                     "coord_claim_points", "coord_settle_points", "coord_vote_weights", "coord_convict",
+                     "coord_report_check"):  # fmt: skip
             getattr(self.lib, name).restype = ctypes.c_uint64
         self.lib.coord_host_take_events.restype = ctypes.c_uint64
         self.lib.coord_witness_position.restype = ctypes.c_uint64
@@ -96,6 +97,11 @@ class CoordinatorCore:
         self.lib.coord_withdraw_pending_join.restype = ctypes.c_bool
         self.lib.coord_points_unclaimed.restype = ctypes.c_bool
         self.lib.coord_assignment.restype = ctypes.c_uint64
+        self.lib.coord_check_plan.restype = ctypes.c_uint64
+        self.lib.coord_check_plan.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint16,
+                                              ctypes.c_void_p]  # fmt: skip
+        self.lib.coord_check_seed.restype = ctypes.c_uint64
+        self.lib.coord_check_seed.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p]
         for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
                      "coord_check_progress", "coord_check_metadata"):  # fmt: skip
             getattr(self.lib, name).restype = ctypes.c_uint64
@@ -190,6 +196,24 @@ class CoordinatorCore:
         """The core's part of report_equivocation (the program checks the two signed statements first)."""
         conviction = _Conviction(index, reason, step, 0)
         return self._call("coord_convict", run, env, ctypes.byref(conviction))
+
+    def report_check(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
+        """report_check: `args` are step, trainer (epoch index) and reason (a CheckFailure name)."""
+        return self._call("coord_report_check", run, env, self._key(signer), self._ix_args("report_check", args))
+
+    def check_seed(self, run: bytes, step: int) -> int | None:
+        """The seed that draws the checks of `step` (the seed of the round of step + CHECK_SEED_LAG), or None
+        while it is not revealed yet, or once it left the chain's window (reports of `step` are refused
+        then)."""
+        seed = ctypes.c_uint64()
+        return seed.value if self.lib.coord_check_seed(bytes(run), step, ctypes.byref(seed)) == 0 else None
+
+    def check_plan(self, run: bytes, step: int, seed: int, trainer: int) -> tuple[int, ...]:
+        """The verifiers (epoch indices, in order) that `seed` draws to check trainer `trainer`'s result of
+        `step`, or () when that result is not checked. `seed` is `check_seed(run, step)`."""
+        out = (ctypes.c_uint16 * self.idl.constants["MAX_VERIFIERS"])()
+        n = self.lib.coord_check_plan(bytes(run), step, ctypes.c_uint64(seed), trainer, out)
+        return tuple(out[:n])
 
     def witness_seat(self, run: bytes, index: int) -> int | None:
         """Epoch client `index`'s seat (its witness position) in the current round, or None: seats are

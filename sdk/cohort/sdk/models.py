@@ -31,6 +31,20 @@ class RunState(enum.StrEnum):
         return self in (RunState.Uninitialized, RunState.Finished, RunState.Paused)
 
 
+class CheckFailure(enum.StrEnum):
+    """What a verifier reports about a checked step (report_check)."""
+
+    PayloadMismatch = "PayloadMismatch"  # its replay disagrees with the published payload
+    StateMismatch = "StateMismatch"  # ... or with the optimizer state the trainer committed after the step
+    StateNotDelivered = "StateNotDelivered"  # the trainer did not deliver the states the check needs
+    ResultNotDelivered = "ResultNotDelivered"  # ... or its result
+
+
+class ConvictionReason(enum.StrEnum):
+    Equivocation = "Equivocation"  # two signed results of one step with different commitments
+    FailedVerification = "FailedVerification"  # a strict majority of a check's verifiers reported it failed
+
+
 # -- configuration (what the authority sets) ------------------------------------------------------------
 
 
@@ -51,6 +65,7 @@ class RunConfig:
     waiting_for_members_extra_time: int
     join_policy: str = "Open"
     max_share_ratio: int = 4  # a fast member's batch may be up to this many times the median's (1: equal)
+    verification_percent: int = 0  # share of trainers' steps verifiers replay and check (0..100)
 
 
 @dataclass(frozen=True)
@@ -220,6 +235,24 @@ class Run:
     fresh_records: bool = True  # False when only the hot prefix is fresh: round records then left out
     start_step: int = 0  # the epoch's first step
     cold_start_epoch: bool = False  # the epoch follows a pause: every replica's momentum starts cold
+    # (checked step, seed that draws its checks) of every step whose check seed the chain keeps, oldest
+    # first; outside the hot prefix (a Run read from its hot prefix alone lists what the last full read did)
+    check_seeds: tuple[tuple[int, int], ...] = ()
+    check_seed_lag: int = 3  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
+
+    def check_seed(self, step: int) -> int | None:
+        """The seed that draws the checks of `step` (CoordinatorCore.check_plan takes it), or None: not
+        revealed yet, no longer kept, or not a step of this epoch. Reports of `step` are taken while it is
+        known, in RoundTrain, RoundWitness and Cooldown."""
+        if self.state not in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown) or step < self.start_step:
+            return None
+        seed_step = step + self.check_seed_lag
+        for r in self.rounds:  # the hot prefix: the stored rounds' seeds and the next round's
+            if self.start_step + r.height == seed_step:
+                return r.random_seed
+            if r is self.rounds[0] and self.start_step + r.height + 1 == seed_step:
+                return self.next_seed
+        return dict(self.check_seeds).get(step)
 
     @property
     def current_round(self) -> Round | None:
@@ -285,6 +318,10 @@ class Run:
                    bytes(c["weights_vote"]), c["share"])
             for i, c in enumerate(raw["clients"][: epoch["clients_len"]])
         )  # fmt: skip
+        lag = idl.constants["CHECK_SEED_LAG"]
+        check_seeds = tuple(sorted(
+            (e["step"] - lag, e["seed"]) for e in raw["check_seeds"] if e["step"] - lag >= epoch["start_step"]
+        )) if raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") else ()  # fmt: skip
         registry = tuple(
             RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"])
             for e in raw["registry"][: raw["registry_len"]]
@@ -316,7 +353,31 @@ class Run:
             fresh_records=fresh_records,
             start_step=epoch["start_step"],
             cold_start_epoch=epoch["cold_start_epoch"],
+            check_seeds=check_seeds,
+            check_seed_lag=lag,
         )
+
+
+# -- events ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckFailed:
+    """A verifier's report that its check of (step, trainer) failed; a strict majority of the check's
+    verifiers convicts the trainer (a ClientConvicted event with reason FailedVerification follows)."""
+
+    run: Pubkey
+    verifier: Pubkey  # its wallet
+    step: int
+    trainer: int  # epoch client index
+    reason: CheckFailure
+    reports: int  # failure reports of this check so far
+
+    @classmethod
+    def decode(cls, value: dict[str, Any]) -> CheckFailed:
+        """From the IDL's decoding of the event (`Idl.events_in_logs`)."""
+        return cls(value["run"], value["verifier"], value["step"], value["trainer"], CheckFailure(value["reason"]),
+                   value["reports"])  # fmt: skip
 
 
 # -- conversion to and from the IDL's dicts -------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The wire format of one client's result for one step, and its sha256 commitment.
 
-Layout (all integers little-endian), version 1:
+Layout (all integers little-endian), version 2:
 
-    header, 72 bytes
+    header, 104 bytes
       magic        4s   b"CDTR"
       version      u16  1
       value_kind   u8   0 = 1-bit signs, 1 = bf16, 2 = fp16, 3 = fp32
@@ -13,6 +13,8 @@ Layout (all integers little-endian), version 1:
       num_params   u32
       num_buckets  u32
       layout       32s  sha256 of the tiling plan (names, shapes, tiles, top-k; see layout.py)
+      state        32s  sha256 of the trainer's optimizer state after this step (verify/state.py), so the
+                        payload's commitment binds it; zero when the run verifies nothing
     body, for each bucket in layout order (its parameters' tiles stacked in model order)
       indices      num_tiles * k * w bytes, w = 1/2/4 (narrowest width that holds totalk - 1),
                    strictly ascending inside each tile
@@ -39,9 +41,9 @@ from .layout import Bucket, Layout
 from .result import BatchId, DistroResult, ReceivedResult
 
 MAGIC = b"CDTR"
-VERSION = 1
-HEADER = struct.Struct("<4sHBBQQQII32s")
-assert HEADER.size == 72
+VERSION = 2
+HEADER = struct.Struct("<4sHBBQQQII32s32s")
+assert HEADER.size == 104
 
 VALUE_KINDS = {"1bit": 0, "bf16": 1, "fp16": 2, "fp32": 3}
 _VALUE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -112,6 +114,8 @@ class WireCodec:
             )
         if not (0 <= result.step < 1 << 64):
             raise ValueError(f"step must fit in u64, got {result.step}")
+        if len(result.state) != 32:
+            raise ValueError(f"the state commitment must be 32 bytes, got {len(result.state)}")
         parts = [
             HEADER.pack(
                 MAGIC,
@@ -124,6 +128,7 @@ class WireCodec:
                 len(self.layout.names),
                 len(self.layout.buckets),
                 self.layout.digest,
+                result.state,
             )
         ]
         for b, tiles in zip(self.layout.buckets, result.tiles, strict=True):
@@ -169,7 +174,7 @@ class WireCodec:
             raise WireError(
                 f"truncated payload: {len(data)} bytes, the header alone is {HEADER.size}"
             )
-        magic, version, kind, reserved, step, start, end, num_params, num_buckets, digest = (
+        magic, version, kind, reserved, step, start, end, num_params, num_buckets, digest, state = (
             HEADER.unpack_from(data, 0)
         )
         if magic != MAGIC:
@@ -203,7 +208,7 @@ class WireCodec:
             indices, offset = self._decode_indices(b, data, offset)
             values, offset = self._decode_values(b, data, offset)
             tiles.append(SparseTiles(indices, values))
-        result = DistroResult(step=step, batch=BatchId(start, end), tiles=tuple(tiles))
+        result = DistroResult(step=step, batch=BatchId(start, end), tiles=tuple(tiles), state=state)
         return ReceivedResult(result=result, commitment=commitment(data))
 
     def _decode_indices(self, b: Bucket, data: bytes, offset: int) -> tuple[torch.Tensor, int]:

@@ -17,13 +17,15 @@ from solders.keypair import Keypair
 
 from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
 
-from ..p2p import NodeId
+from ..p2p import BlobFetchError, NodeId
 from .machine import (
     Action,
     Allow,
     AnnounceReady,
     Applied,
     Apply,
+    Check,
+    Checked,
     Emit,
     EpochPrepared,
     Fetch,
@@ -35,6 +37,7 @@ from .machine import (
     Publish,
     ReadRecords,
     RecordsRead,
+    ReportCheck,
     ReportEquivocation,
     SaveCheckpoint,
     Saved,
@@ -55,6 +58,8 @@ if TYPE_CHECKING:
 
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
+KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
+STATE_DEADLINE = 60.0  # seconds a verifier waits for a trainer's two committed states
 
 
 class Effects:
@@ -149,7 +154,8 @@ class Effects:
             else:
                 ok, reason = True, ""
             if ok:
-                await c.worker.run(trainer.start_epoch, run.progress.step, run.cold_start_epoch)
+                await c.worker.run(trainer.start_epoch, run.progress.step, run.cold_start_epoch,
+                                   run.config.verification_percent > 0)  # fmt: skip
                 digest = await c.worker.run(trainer.checksum)
                 c.post(EpochPrepared(action.epoch, True, digest))
             else:
@@ -250,6 +256,8 @@ class Effects:
             return
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
+        if out.state is not None:  # the run verifies: our state after this step, served under its hash
+            c.node.store.put(out.state, action.step)
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]
@@ -289,7 +297,8 @@ class Effects:
             return trainer.checksum()
 
         digest = await c.worker.run(apply)
-        c.node.store.gc(action.step - 1)  # peers a step behind may still fetch this step's from us
+        verifying = c.latest is not None and c.latest.config.verification_percent > 0
+        c.node.store.gc(action.step - 1 - (KEPT_FOR_CHECKS if verifying else 0))  # peers a step behind fetch too
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
         c.events.emit("apply_time", step=action.step, seconds=round(time.perf_counter() - started, 4))
         sent, received = c.node.traffic()
@@ -370,6 +379,46 @@ class Effects:
         self._tx("report_equivocation", action.index,
                  lambda: c.chain.report_equivocation(c.wallet, c.run_address, action.index, node,
                                                      signed(action.first), signed(action.second)))  # fmt: skip
+
+    # -- verification ------------------------------------------------------------------------------
+    def _Check(self, action: Check) -> None:
+        self.spawn(self._check(action), "check")
+
+    async def _check(self, action: Check) -> None:
+        """Fetch the trainer's two committed states from it and replay its step on the model worker."""
+        c = self.c
+        trainer = await c.trainer_ready
+
+        def done(passed: bool, reason: str, failure: str = "") -> None:
+            c.post(Checked(action.epoch, action.step, action.trainer, passed, reason, failure))
+
+        published, previous = c.node.store.get(action.commitment), c.node.store.get(action.previous)
+        if published is None or previous is None or not trainer.can_verify(action.step):
+            return done(False, "we no longer hold what the check replays from")
+        after, before = trainer.check(published).state, trainer.check(previous).state
+        if not any(after) or not any(before):
+            return done(False, "its results commit no optimizer state", "StateNotDelivered")
+        if action.trainer not in self.addresses:
+            return done(False, "we have no address for the trainer")  # our gap, not evidence against it
+        holder = [self.addresses[action.trainer]]
+        try:
+            async with asyncio.timeout(STATE_DEADLINE):
+                states = [await c.node.fetcher.fetch(h, holder, max_size=trainer.state_size) for h in (before, after)]
+        except (BlobFetchError, OSError, TimeoutError) as e:
+            return done(False, f"its states could not be had: {e}"[:200], "StateNotDelivered")
+        verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, *states)
+        if verdict is None:
+            return done(False, "we no longer hold the step's weights")
+        c.events.emit("check_metrics", step=action.step, trainer=action.trainer,
+                      **{k: round(v, 6) for k, v in verdict.metrics.items()})  # fmt: skip
+        if verdict.passed:
+            return done(True, verdict.reason)
+        done(False, verdict.reason, "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch")
+
+    def _ReportCheck(self, action: ReportCheck) -> None:
+        c = self.c
+        self._tx("report_check", action.step << 16 | action.trainer,
+                 lambda: c.chain.report_check(c.wallet, c.run_address, action.step, action.trainer, action.failure))  # fmt: skip
 
     def _Tick(self, action: Tick) -> None:
         c = self.c

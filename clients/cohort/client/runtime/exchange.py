@@ -48,8 +48,9 @@ class Exchange:
     def set_view(self, view: ChainView) -> None:
         self.view = view
         self.by_node = {bytes(c.p2p_identity): c.index for c in view.run.clients}
-        if view.newest is not None:  # the gossip window follows the chain's rounds (steps)
-            self.node.gossip.advance_round(view.newest)
+        # the gossip window follows the chain's rounds (steps); in Warmup, the step the epoch starts at (its
+        # Ready messages go out on it: a fresh node's window would otherwise still be at round 0)
+        self.node.gossip.advance_round(view.newest if view.newest is not None else view.run.progress.step)
 
     def set_peers(self, addresses: dict[int, PeerAddress], allowed: tuple[int, ...], overlay_key: bytes | None) -> None:
         """Who may connect and whom we gossip with: the healthy members (drops and exits follow within a

@@ -37,13 +37,14 @@ from .rounds import ROUND_PHASES, ChainView, decision, trains, unhealthy
 LOST_RACE = frozenset({
     "NothingToTick", "InvalidRunState", "DuplicateWitness", "WitnessesFull", "WrongStep", "InvalidHealthCheck",
     "NotInEpoch", "SeedPending", "RoundOver", "NoChange", "AlreadyJoined", "JoinDuringWarmup", "InvalidWitness",
-    "VoteClosed",
+    "VoteClosed", "DuplicateReport", "CheckExpired",
 })  # fmt: skip
 REFUSALS = {
     "Halted": ExitCode.RUN_HALTED, "Finished": ExitCode.RUN_HALTED, "JoinNotAuthorized": ExitCode.NOT_AUTHORIZED,
     "RunFull": ExitCode.RUN_FULL, "RegistryFull": ExitCode.RUN_FULL,
 }  # fmt: skip
 SPEED_WINDOW = 16  # trained steps whose median tokens/s a join declares
+CHECKED_STEPS = 8  # applied steps whose lists we keep for the checks their seeds may give us
 
 
 @dataclass(frozen=True)
@@ -181,12 +182,25 @@ class RunClosed:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """A check we ran of a trainer's step: passed, or failed with the report's reason."""
+
+    epoch: int
+    step: int
+    trainer: int
+    passed: bool
+    reason: str  # one line
+    failure: str = ""  # the CheckFailure name a failed check reports ("" when it could not be run)
+
+
+@dataclass(frozen=True)
 class TimerFired:
     pass
 
 
 Event = (ChainUpdate | PeerReady | PeerResult | ResultHeld | ResultFailed | ListHeld | EpochPrepared | Trained
-         | TrainFailed | Applied | Saved | TxDone | RecordsRead | StopRequested | RunClosed | TimerFired)  # fmt: skip
+         | TrainFailed | Applied | Saved | TxDone | RecordsRead | Checked | StopRequested | RunClosed
+         | TimerFired)  # fmt: skip
 
 
 # -- actions: what the loop carries out -------------------------------------------------------------------
@@ -279,6 +293,25 @@ class ReportEquivocation:
 
 
 @dataclass(frozen=True)
+class Check:
+    """Replay `trainer`'s result of `step` (commitment `commitment`) from the states it committed in it and
+    in its result of step - 1 (`previous`): the chain's seed made us one of its verifiers."""
+
+    epoch: int
+    step: int
+    trainer: int
+    commitment: bytes
+    previous: bytes
+
+
+@dataclass(frozen=True)
+class ReportCheck:
+    step: int
+    trainer: int
+    failure: str  # a CheckFailure name
+
+
+@dataclass(frozen=True)
 class Tick:
     nonce: int
 
@@ -321,8 +354,8 @@ class Finish:
 
 
 Action = (Join | PrepareEpoch | AnnounceReady | WarmupWitness | Train | Publish | Fetch | FetchList | Apply
-          | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Tick | SaveCheckpoint | VoteWeights
-          | LeaveEpoch | Allow | Emit | Finish)  # fmt: skip
+          | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Check | ReportCheck | Tick
+          | SaveCheckpoint | VoteWeights | LeaveEpoch | Allow | Emit | Finish)  # fmt: skip
 
 
 # -- per-step bookkeeping -----------------------------------------------------------------------------------
@@ -381,6 +414,9 @@ class ClientMachine:
         self.records: dict[int, tuple[WitnessRecord, ...]] = {}
         self.records_asked: set[int] = set()
         self.drift_checked: set[int] = set()
+        self.applied_lists: dict[int, tuple[tuple[int, bytes], ...]] = {}  # step -> the entries we applied
+        self.checks_planned: set[int] = set()  # steps whose checks we looked up
+        self.unreported: dict[tuple[int, int], str] = {}  # (step, trainer) -> failure, until a report lands
         self.ready: set[int] = set()
         self.ready_at = 0.0
         self.warmup_witnessed = False
@@ -441,6 +477,8 @@ class ClientMachine:
                 out += self._on_tx(event, now)
             case RecordsRead(step, records):
                 self.records[step] = records
+            case Checked():
+                out += self._on_checked(event)
             case StopRequested():
                 self.stopping = True
             case RunClosed():
@@ -547,10 +585,12 @@ class ClientMachine:
         out: list[Action] = []
         if event.kind == "leave":
             return out
+        if event.ok and event.kind == "report_check":
+            self.unreported.pop(divmod(event.key, 1 << 16), None)
         if event.ok:
             names = {"witness": "witnessed", "warmup_witness": "warmup_witnessed", "tick": "ticked",
                      "health_check": "health_check", "vote_weights": "weights_voted", "join": "joined",
-                     "report_equivocation": "equivocation_reported"}  # fmt: skip
+                     "report_equivocation": "equivocation_reported", "report_check": "check_reported"}  # fmt: skip
             out.append(Emit(names.get(event.kind, event.kind), {"key": event.key}))
             if event.kind == "vote_weights":
                 self.voted = True
@@ -563,6 +603,8 @@ class ClientMachine:
             self.join_sent_for = None  # try again
         if event.kind == "witness":
             self.witnessed.pop(event.key, None)  # nothing was recorded: may submit again
+        if event.kind == "report_check" and event.error != "rpc":
+            self.unreported.pop(divmod(event.key, 1 << 16), None)  # refused: sending it again changes nothing
         if event.kind == "vote_weights" and event.error == "NoChange":
             self.voted = True
         if event.kind == "warmup_witness" and event.error not in LOST_RACE:
@@ -739,9 +781,12 @@ class ClientMachine:
         if any(isinstance(a, LeaveEpoch) for a in out):
             return out
         out += self._train()
+        out += self._apply(now)  # an apply that waited for the step _train just sent
         out += self._fetches(now)
         out += self._witness(now)
         out += self._health(now)
+        out += self._checks()
+        out += self._reports(now)
         return out
 
     def _cooldown(self, now: float) -> list[Action]:
@@ -758,6 +803,7 @@ class ClientMachine:
         if any(isinstance(a, LeaveEpoch) for a in out):
             return out
         out += self._fetches(now)
+        out += self._checks() + self._reports(now)  # the epoch's last checks are still due
         done = view.newest is not None and self.applied >= view.newest
         if done and not self.saving and self.applying is None and self.training is None:
             self.saving = True
@@ -794,7 +840,12 @@ class ClientMachine:
                 out += self._ask_list(step, decided.root, now)
             else:
                 missing = [(i, c) for i, c in results.entries if self._book(step).held.get(i) != c]
+                if not missing and self._trains_next_on_older_weights(step):
+                    return out  # step + 1 trains on the weights before this step: its job goes first
                 if not missing:
+                    self.applied_lists[step] = tuple(results.entries)
+                    for old in sorted(self.applied_lists)[:-CHECKED_STEPS]:
+                        del self.applied_lists[old]
                     self.applying = step
                     out.append(Apply(self.epoch, step, tuple(c for _, c in results.entries)))  # type: ignore[arg-type]
                     return out
@@ -804,6 +855,62 @@ class ClientMachine:
                 return out + self._leave(f"the results decided for step {step} could not be had in time")
             return out
         return out
+
+    # -- verification ---------------------------------------------------------------------------------
+    def _checks(self) -> list[Action]:
+        """The checks the chain's seed gives us: for each step we applied, once the seed that draws its
+        checks is out (the round's CHECK_SEED_LAG after it: revealed only after the step was decided, so no
+        trainer knows when it sends a result whether it will be checked), every trainer whose results of
+        that step and of the one before we applied is checked with the run's probability, by verifiers the
+        same seed draws; if we are one of them, we replay it."""
+        view = self.view
+        assert view is not None
+        if self.epoch is None or not view.run.config.verification_percent:
+            return []
+        out: list[Action] = []
+        for step in sorted(self.applied_lists):
+            seed = view.run.check_seed(step)
+            if step in self.checks_planned or seed is None:
+                continue
+            self.checks_planned.add(step)
+            previous = dict(self.applied_lists.get(step - 1, ()))
+            for trainer, commitment in self.applied_lists[step]:
+                if trainer == self.index or trainer not in previous:
+                    continue  # its first step of the epoch: its earlier state was never committed to us
+                if self.index in self.core.check_plan(view.run.data[8:], step, seed, trainer):
+                    out.append(Check(self.epoch, step, trainer, commitment, previous[trainer]))
+        return out
+
+    def _on_checked(self, event: Checked) -> list[Action]:
+        if event.epoch != self.epoch:
+            return []
+        fields = {"step": event.step, "trainer": event.trainer, "reason": event.reason[:200]}
+        if event.passed:
+            return [Emit("checked", fields)]
+        if not event.failure:  # we could not run it (we lack the weights): no evidence either way
+            return [Emit("check_skipped", fields)]
+        self.unreported[(event.step, event.trainer)] = event.failure
+        return [Emit("check_failed", {**fields, "failure": event.failure})]
+
+    def _reports(self, now: float) -> list[Action]:
+        """One report of a failed check at a time; one the RPC lost goes again after the retry time."""
+        if not self.unreported or not self._allowed("report_check", now):
+            return []
+        (step, trainer), failure = next(iter(self.unreported.items()))
+        self._send("report_check")
+        return [ReportCheck(step, trainer, failure)]
+
+    def _trains_next_on_older_weights(self, step: int) -> bool:
+        """Whether applying `step` now would change the weights step + 1 is still to be trained on. Step s
+        trains on exactly the weights after step s - 2 (every replica the same, so a verifier can replay
+        it from its own copy), never on fresher ones: a replica whose training lags applies s - 1 only
+        after its step s went to the worker, or once it will not train s (passed over, or the epoch's end)."""
+        view = self.view
+        assert view is not None
+        if view.run.state not in ROUND_PHASES or self.training == step + 1 or self.trained >= step + 1:
+            return False
+        last = view.run.last_step
+        return not (last and step + 1 >= last)
 
     def _decided_list(self, step: int, root: bytes) -> ResultsList | None:
         if root in self.lists:
@@ -993,6 +1100,9 @@ class ClientMachine:
         self.records.clear()
         self.records_asked.clear()
         self.drift_checked.clear()
+        self.applied_lists.clear()
+        self.checks_planned.clear()
+        self.unreported.clear()
         self.ready.clear()
         self.ready_at = 0.0
         self.warmup_witnessed = False

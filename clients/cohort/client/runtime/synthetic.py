@@ -52,8 +52,13 @@ class SyntheticTrainer:
         stand_in = config_for("HfLlama", MODEL_PRESETS[STAND_IN].hf_config, vocab_size=256, max_seq_len=spec.max_seq_len)
         self.model = build_model(stand_in, seed=seed)
 
-    def start_epoch(self, start_step: int, cold: bool) -> None:
+    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         pass
+
+    state_size = 0
+
+    def can_verify(self, step: int) -> bool:
+        return False  # nothing is trained, so nothing can be replayed
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         started = time.perf_counter()

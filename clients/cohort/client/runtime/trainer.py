@@ -11,7 +11,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -34,10 +34,19 @@ from ..model import (
     build_model,
     config_for,
     evaluate,
-    lm_loss,
     parameter_digest,
     weights_checksum,
 )
+from ..verify import (
+    Replayer,
+    Verdict,
+    check_step,
+    snapshot_weights,
+    state_bytes,
+    state_commitment,
+    train_step,
+)
+from ..verify.state import state_size
 
 
 def distro_config(spec: DistroSpec) -> DistroConfig:
@@ -84,6 +93,7 @@ class StepOutput:
     loss: float
     tokens: int
     seconds: float
+    state: bytes | None = None  # our optimizer state after the step, when the run verifies (its hash is in the payload)
 
 
 class Aborted(Exception):
@@ -94,6 +104,10 @@ class Aborted(Exception):
 class PayloadHeader:
     step: int
     batch: tuple[int, int]
+    state: bytes = bytes(32)  # the trainer's committed optimizer state after the step (zero: none)
+
+
+KEPT_SNAPSHOTS = 6  # steps whose starting weights a verifier keeps until their check seeds are out
 
 
 @dataclass
@@ -124,20 +138,28 @@ class Trainer:
         self.micro_batch_size = micro_batch_size
         config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size,
                             max_seq_len=spec.max_seq_len)  # fmt: skip
+        self.model_config = config
         self.model = build_model(config, seed=seed, device=self.device)
         self.model.train()
         self.cold_start = ColdStart(lr_schedule(spec.lr), spec.cold_start_warmup_steps)
         self.optimizer = DistroOptimizer(self.model.named_parameters(), distro_config(spec.distro), self.cold_start)
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
+        # verification (the run checks a share of results): commit our state each step, keep snapshots
+        self.commit_state = False
+        self.snapshots: dict[int, dict[str, torch.Tensor]] = {}  # step -> weights at its start
+        self._replayer: Replayer | None = None
 
     @property
     def codec(self):
         return self.optimizer.codec
 
-    def start_epoch(self, start_step: int, cold: bool) -> None:
-        """The epoch's first step and whether it is a cold start (the learning-rate ramp)."""
+    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
+        """The epoch's first step, whether it is a cold start (the learning-rate ramp), and whether the run
+        verifies results (then every step commits our optimizer state and keeps its starting weights)."""
         self.cold_start.start, self.cold_start.active = start_step, cold
+        self.commit_state = verified
+        self.snapshots.clear()
 
     @property
     def payload_size(self) -> int:
@@ -145,28 +167,32 @@ class Trainer:
         return self.codec.size
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
-        """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result.
-        With `abort` set between micro-batches the step stops (Aborted) and the weights are restored."""
+        """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result
+        (verify.train_step: the very code a verifier replays). With `abort` set between micro-batches the
+        step stops (Aborted) and the weights are restored."""
         started = time.perf_counter()
         batch = BatchId(start, end)
         sequences = self.data.sequences(batch).to(self.device)
-        size = self.micro_batch_size or len(sequences)
-        self.optimizer.lookahead(step)
-        total = 0.0
+        if self.commit_state:  # every replica's weights at this step's start: what a check of it replays from
+            self.snapshots[step] = snapshot_weights(self.model)
+            for old in sorted(self.snapshots)[:-KEPT_SNAPSHOTS]:
+                del self.snapshots[old]
+
+        def before_chunk() -> None:
+            if abort is not None and abort.is_set():
+                raise Aborted(f"training of step {step} stopped")
+
         try:
-            for chunk in sequences.split(size):
-                if abort is not None and abort.is_set():
-                    raise Aborted(f"training of step {step} stopped")
-                loss = lm_loss(self.model, chunk)
-                (loss * (len(chunk) / len(sequences))).backward()
-                total += float(loss.detach()) * len(chunk)
+            result, loss = train_step(self.model, self.optimizer, step, batch, sequences, self.micro_batch_size,
+                                      before_chunk=before_chunk)  # fmt: skip
         except BaseException:
             self.optimizer.abandon_step()
             raise
-        result = self.optimizer.generate(step, batch)
-        self.model.zero_grad(set_to_none=True)
+        state = state_bytes(self.optimizer, step) if self.commit_state else None
+        if state is not None:
+            result = replace(result, state=state_commitment(state))
         payload = self.codec.encode(result)
-        return StepOutput(payload, total / len(sequences), sequences.numel(), time.perf_counter() - started)
+        return StepOutput(payload, loss, sequences.numel(), time.perf_counter() - started, state)
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         """Sign-SGD along the aggregate of the round's accepted results (every replica: the same bits)."""
@@ -176,7 +202,35 @@ class Trainer:
         """The step and batch a payload says it trained; WireError unless it is a valid result for this
         run's model (every byte checked: layout, sizes, indices, values)."""
         result: DistroResult = self.codec.decode(payload).result
-        return PayloadHeader(result.step, (result.batch.start, result.batch.end))
+        return PayloadHeader(result.step, (result.batch.start, result.batch.end), result.state)
+
+    @property
+    def state_size(self) -> int:
+        """The largest optimizer state a trainer of this run commits (the fetch limit of a check)."""
+        return state_size(self.optimizer.layout, has_sent=True)
+
+    def can_verify(self, step: int) -> bool:
+        """Whether we hold the weights a check of `step` replays from (we trained that step ourselves)."""
+        return step in self.snapshots
+
+    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
+                    state_after: bytes) -> Verdict | None:  # fmt: skip
+        """Replay a trainer's `published` result of `step` from the states it committed (`state_before`
+        hashes to the state in its `previous` result, of step - 1; `state_after` to the one in
+        `published`) and the weights every replica held at the step's start. None: we do not hold those
+        weights (we did not train that step ourselves), so we cannot check it."""
+        weights = self.snapshots.get(step)
+        if weights is None:
+            return None
+        if self._replayer is None:  # a scratch replica, built at the first check
+            scratch = build_model(self.model_config, seed=0, device=self.device)
+            self._replayer = Replayer(scratch, distro_config(self.spec.distro), self.cold_start, self.micro_batch_size)
+        header, before = self.check(published), self.check(previous)
+        batch = BatchId(*header.batch)
+        return check_step(self._replayer, step=step, batch=batch, sequences=self.data.sequences(batch),
+                          weights=weights, published=published, state_before=state_before,
+                          state_before_commitment=before.state, state_after=state_after,
+                          state_after_commitment=header.state)  # fmt: skip
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         """Held-out loss on the first `max_sequences` of the validation split (the same ones everywhere)."""

@@ -33,14 +33,18 @@ def train_step(
     sequences: torch.Tensor,
     micro_batch_size: int | None = None,
     loss_fn: LossFn = lm_loss,
+    before_chunk: Callable[[], None] | None = None,
 ) -> tuple[DistroResult, float]:
-    """One trainer step, the order and arithmetic of runtime.Trainer.train: lookahead, forward and
-    backward over micro-batches (each loss weighted by its share of the batch), generate.
-    Returns the result and the mean loss."""
+    """One trainer step — runtime.Trainer.train runs exactly this, so trainer and verifier share the code
+    path: lookahead, forward and backward over micro-batches (each loss weighted by its share of the
+    batch), generate. `before_chunk` runs before each micro-batch (the trainer's abort point: it may
+    raise; the caller then abandons the step). Returns the result and the mean loss."""
     size = micro_batch_size or len(sequences)
     optimizer.lookahead(step)
     total = 0.0
     for chunk in sequences.split(size):
+        if before_chunk is not None:
+            before_chunk()
         loss = loss_fn(model, chunk)
         (loss * (len(chunk) / len(sequences))).backward()
         total += float(loss.detach()) * len(chunk)

@@ -54,6 +54,11 @@ typedef struct {
    unclaimed points. */
 uint64_t coord_convict(Run *run, const CoordEnv *env, Conviction *conviction);
 
+/* ---- verification of honest work (verification.c) */
+/* A verifier of (step, trainer) reports that its check failed; a strict majority of the check's verifiers
+   convicts the trainer (FailedVerification). */
+uint64_t coord_report_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const ReportCheckArgs *args);
+
 /* ---- validation (also used before sending); *why names the rule that failed */
 uint64_t coord_check_config(const RunConfig *config, const char **why);
 uint64_t coord_check_model(const ModelConfig *model, const char **why);
@@ -82,6 +87,15 @@ uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]
    sized by the trainers' shares (Client.share). Returns the number of trainers. */
 uint64_t coord_assignment(const Run *run, const Round *round, uint64_t starts[COORD_MAX_CLIENTS],
                           uint64_t ends[COORD_MAX_CLIENTS]);
+/* The seed that draws the checks of `step` (the seed of the round of step + CHECK_SEED_LAG) while it is in
+   the window of this epoch: SUCCESS and *seed; ERR_WRONG_STEP when it is not revealed yet (or never will
+   be: the epoch ends first); ERR_CHECK_EXPIRED when it left the window or `step` is of an earlier epoch. */
+uint64_t coord_check_seed(const Run *run, uint32_t step, uint64_t *seed);
+/* Whether `seed` draws trainer `trainer`'s result of `step` for a check (verification_percent of them), and
+   its verifiers: min(MAX_VERIFIERS, clients_len - 1) distinct epoch indices other than the trainer, in
+   order. Returns their number, 0 when the step is not checked. */
+uint64_t coord_check_plan(const Run *run, uint32_t step, uint64_t seed, uint16_t trainer,
+                          uint16_t verifiers[COORD_MAX_VERIFIERS]);
 /* Bits of a 256-bit client bitmap. */
 static inline bool coord_bit(const uint8_t *bitmap, uint64_t i) { return (bitmap[i / 8] >> (i % 8)) & 1; }
 static inline void coord_set_bit(uint8_t *bitmap, uint64_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }

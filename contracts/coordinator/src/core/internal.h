@@ -16,6 +16,9 @@ static inline bool bytes_are_zero(const uint8_t *bytes, uint64_t n) {
   return true;
 }
 
+/* Psyche's LCG, the generator behind every shuffle (the seeds it starts from are unbiasable). */
+static inline uint64_t lcg_next(uint64_t state) { return state * 6364136223846793005ULL + 1442695040888963407ULL; }
+
 static inline bool pubkey_is_zero(const SolPubkey *key) { return bytes_are_zero(key->x, SIZE_PUBKEY); }
 
 static inline Round *current_round(Run *run) { return &run->epoch.rounds[run->epoch.rounds_head % COORD_NUM_ROUNDS]; }
@@ -35,6 +38,11 @@ uint64_t healthy_count(const Run *run);
 static inline void members_changed(Run *run) { run->epoch.members_nonce++; }
 /* Tick as part of another instruction: a due transition happens, "nothing due" is not an error. */
 void tick_opportunistically(Run *run, const CoordEnv *env);
+
+/* verification.c */
+/* A round seed was revealed (the round of `step`'s): checks of step - CHECK_SEED_LAG may now be reported. */
+void record_check_seed(Run *run, uint64_t step, uint64_t seed);
+void clear_checks(Run *run);
 
 /* members.c */
 uint64_t find_registry(const Run *run, const SolPubkey *signer);

@@ -54,7 +54,8 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
   if (c->warmup_time >= c->epoch_time) FAIL(ERR_CONFIG_INVALID, "warmup_time must be < epoch_time");
   if (c->max_round_train_time == 0 || c->max_round_train_time >= c->epoch_time)
     FAIL(ERR_CONFIG_INVALID, "max_round_train_time must be > 0 and < epoch_time");
-  if (c->round_witness_time == 0) FAIL(ERR_CONFIG_INVALID, "round_witness_time must be > 0");
+  if (c->round_witness_time == 0 || c->round_witness_time >= c->epoch_time)
+    FAIL(ERR_CONFIG_INVALID, "round_witness_time must be > 0 and < epoch_time");
   if (c->cooldown_time == 0) FAIL(ERR_CONFIG_INVALID, "cooldown_time must be > 0");
   if (c->waiting_for_members_extra_time == 0) FAIL(ERR_CONFIG_INVALID, "waiting_for_members_extra_time must be > 0");
   if (c->min_clients == 0) FAIL(ERR_CONFIG_INVALID, "min_clients must be > 0");
@@ -73,6 +74,9 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
     FAIL(ERR_CONFIG_INVALID, "witness_nodes must be >= 3 once init_min_clients >= 3 (with 2 seats one witness can block every step)");
   if (c->join_policy >= JOIN_POLICY_COUNT) FAIL(ERR_CONFIG_INVALID, "join_policy is not a known policy");
   if (c->max_share_ratio == 0 || c->max_share_ratio > 16) FAIL(ERR_CONFIG_INVALID, "max_share_ratio must be 1..16");
+  if (c->verification_percent > 100) FAIL(ERR_CONFIG_INVALID, "verification_percent must be 0..100");
+  /* padding is zero: an argument has one encoding, and stored bytes are equal exactly when values are */
+  if (!bytes_are_zero(c->_pad, sizeof(c->_pad))) FAIL(ERR_NON_CANONICAL, "padding bytes (_pad) must be zero");
   return SUCCESS;
 }
 

@@ -147,6 +147,9 @@ static void start_round_train(Run *run, const CoordEnv *env, const uint8_t froze
     run->next_seed = seed;
   }
   sol_memcpy(run->next_mask, run->seed_mask, sizeof(run->next_mask));
+  /* every seed is kept as it is revealed: the checks of a step are drawn from a later round's */
+  if (first) record_check_seed(run, run->progress.step, round->random_seed);
+  record_check_seed(run, (uint64_t)run->progress.step + 1, run->next_seed);
   for (uint64_t i = 0; i < epoch->clients_len; i++) round->active_count += coord_bit(round->active_mask, i);
   run->last_seed = seed;
   if (first) run->next_active++; /* this epoch's joins are consumed: joining again means the next epoch */
@@ -221,6 +224,7 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   sol_memset(epoch, 0, sizeof(EpochState));
   sol_memset(run->witnesses, 0, sizeof(run->witnesses));
   sol_memset(run->clients, 0, sizeof(run->clients));
+  clear_checks(run);
   epoch->members_nonce = members_nonce + 1;
   epoch->cold_start_epoch = cold_start;
   epoch->first_round = true;

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 3
+#define COORD_VERSION 4
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -20,6 +20,10 @@
 #define COORD_ENDPOINT_LEN 160
 #define COORD_DISSENT_LIMIT 3
 #define COORD_MEDIAN_SHARE 4
+#define COORD_CHECK_SEED_LAG 3
+#define COORD_MAX_VERIFIERS 3
+#define COORD_CHECK_WINDOW 32
+#define COORD_CHECK_SLOTS 16
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
 #define RUN_STATE_UNINITIALIZED 0
@@ -39,7 +43,7 @@
 #define CLIENT_STATE_CONVICTED 3
 #define CLIENT_STATE_COUNT 4
 
-/* ConvictionReason: Equivocation: two signed results with different commitments for one step. */
+/* ConvictionReason: Equivocation: two signed results with different commitments for one step. FailedVerification: a strict majority of a check's verifiers reported that its replay of the step failed (report_check). */
 #define CONVICTION_REASON_EQUIVOCATION 0
 #define CONVICTION_REASON_FAILED_VERIFICATION 1
 #define CONVICTION_REASON_COUNT 2
@@ -74,6 +78,14 @@
 #define JOIN_POLICY_OPEN 0
 #define JOIN_POLICY_AUTHORIZED 1
 #define JOIN_POLICY_COUNT 2
+
+/* CheckFailure: Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step (StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or its result (ResultNotDelivered). */
+#define CHECK_FAILURE_UNSPECIFIED 0
+#define CHECK_FAILURE_PAYLOAD_MISMATCH 1
+#define CHECK_FAILURE_STATE_MISMATCH 2
+#define CHECK_FAILURE_STATE_NOT_DELIVERED 3
+#define CHECK_FAILURE_RESULT_NOT_DELIVERED 4
+#define CHECK_FAILURE_COUNT 5
 
 typedef struct {
   uint8_t kind; /* CheckpointKind */
@@ -151,13 +163,14 @@ SOL_STATIC_ASSERT(__builtin_offsetof(ModelConfig, data_location) == 276, "ModelC
 SOL_STATIC_ASSERT(__builtin_offsetof(ModelConfig, lr_schedule) == 468, "ModelConfig.lr_schedule");
 SOL_STATIC_ASSERT(__builtin_offsetof(ModelConfig, optimizer) == 492, "ModelConfig.optimizer");
 
+/* 64 bytes: a create transaction packs config, model and metadata into one packet with no byte to spare. */
 typedef struct {
   uint64_t warmup_time;
   uint64_t cooldown_time;
-  uint64_t max_round_train_time;
-  uint64_t round_witness_time;
   uint64_t epoch_time;
   uint64_t global_batch_size_warmup_tokens;
+  uint32_t max_round_train_time;
+  uint32_t round_witness_time;
   uint32_t total_steps;
   uint16_t init_min_clients;
   uint16_t min_clients;
@@ -167,23 +180,27 @@ typedef struct {
   uint8_t join_policy; /* JoinPolicy */
   uint8_t witness_nodes;
   uint8_t max_share_ratio;
+  uint8_t verification_percent;
+  uint8_t _pad[7];
 } RunConfig;
 SOL_STATIC_ASSERT(sizeof(RunConfig) == 64, "RunConfig layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, warmup_time) == 0, "RunConfig.warmup_time");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, cooldown_time) == 8, "RunConfig.cooldown_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_round_train_time) == 16, "RunConfig.max_round_train_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, round_witness_time) == 24, "RunConfig.round_witness_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, epoch_time) == 32, "RunConfig.epoch_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_warmup_tokens) == 40, "RunConfig.global_batch_size_warmup_tokens");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, total_steps) == 48, "RunConfig.total_steps");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, init_min_clients) == 52, "RunConfig.init_min_clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, min_clients) == 54, "RunConfig.min_clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_start) == 56, "RunConfig.global_batch_size_start");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_end) == 58, "RunConfig.global_batch_size_end");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, waiting_for_members_extra_time) == 60, "RunConfig.waiting_for_members_extra_time");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, join_policy) == 61, "RunConfig.join_policy");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 62, "RunConfig.witness_nodes");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 63, "RunConfig.max_share_ratio");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, epoch_time) == 16, "RunConfig.epoch_time");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_warmup_tokens) == 24, "RunConfig.global_batch_size_warmup_tokens");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_round_train_time) == 32, "RunConfig.max_round_train_time");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, round_witness_time) == 36, "RunConfig.round_witness_time");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, total_steps) == 40, "RunConfig.total_steps");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, init_min_clients) == 44, "RunConfig.init_min_clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, min_clients) == 46, "RunConfig.min_clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_start) == 48, "RunConfig.global_batch_size_start");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, global_batch_size_end) == 50, "RunConfig.global_batch_size_end");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, waiting_for_members_extra_time) == 52, "RunConfig.waiting_for_members_extra_time");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, join_policy) == 53, "RunConfig.join_policy");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 54, "RunConfig.witness_nodes");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 55, "RunConfig.max_share_ratio");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, verification_percent) == 56, "RunConfig.verification_percent");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 57, "RunConfig._pad");
 
 typedef struct {
   uint8_t name[COORD_NAME_LEN];
@@ -282,6 +299,30 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_votes) == 164, "Round.decide
 SOL_STATIC_ASSERT(__builtin_offsetof(Round, digest_votes) == 166, "Round.digest_votes");
 SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided) == 168, "Round.decided");
 SOL_STATIC_ASSERT(__builtin_offsetof(Round, _pad) == 169, "Round._pad");
+
+/* A revealed round seed, kept so checks can be reported after the round ring moved on. */
+typedef struct {
+  uint32_t step;
+  uint32_t _pad;
+  uint64_t seed;
+} CheckSeed;
+SOL_STATIC_ASSERT(sizeof(CheckSeed) == 16, "CheckSeed layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, step) == 0, "CheckSeed.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, _pad) == 4, "CheckSeed._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, seed) == 8, "CheckSeed.seed");
+
+/* The failure reports of one check until a strict majority of its verifiers convicts the trainer. */
+typedef struct {
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reporters;
+  uint8_t opener;
+} FailedCheck;
+SOL_STATIC_ASSERT(sizeof(FailedCheck) == 8, "FailedCheck layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, step) == 0, "FailedCheck.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, trainer) == 4, "FailedCheck.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, reporters) == 6, "FailedCheck.reporters");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, opener) == 7, "FailedCheck.opener");
 
 /* The witness records of one stored round. */
 typedef struct {
@@ -387,8 +428,10 @@ typedef struct {
   uint32_t registry_len;
   uint32_t _pad2;
   uint64_t next_active;
+  CheckSeed check_seeds[COORD_CHECK_WINDOW];
+  FailedCheck failed_checks[COORD_CHECK_SLOTS];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 62632, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 63272, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -416,6 +459,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 40088, "Run.registry");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62616, "Run.registry_len");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62620, "Run._pad2");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62624, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62632, "Run.check_seeds");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63144, "Run.failed_checks");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -614,6 +659,18 @@ SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, first) == 8, "Repor
 SOL_STATIC_ASSERT(__builtin_offsetof(ReportEquivocationArgs, second) == 56, "ReportEquivocationArgs.second");
 
 typedef struct {
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reason; /* CheckFailure */
+  uint8_t _pad;
+} ReportCheckArgs;
+SOL_STATIC_ASSERT(sizeof(ReportCheckArgs) == 8, "ReportCheckArgs layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportCheckArgs, step) == 0, "ReportCheckArgs.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportCheckArgs, trainer) == 4, "ReportCheckArgs.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportCheckArgs, reason) == 6, "ReportCheckArgs.reason");
+SOL_STATIC_ASSERT(__builtin_offsetof(ReportCheckArgs, _pad) == 7, "ReportCheckArgs._pad");
+
+typedef struct {
   SolPubkey run;
   uint8_t from_state; /* RunState */
   uint8_t to_state; /* RunState */
@@ -747,6 +804,22 @@ SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, wallet) == 32, "PointsClaime
 SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, points) == 64, "PointsClaimed.points");
 SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed.total");
 
+typedef struct {
+  SolPubkey run;
+  SolPubkey verifier;
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reason; /* CheckFailure */
+  uint8_t reports;
+} CheckFailed;
+SOL_STATIC_ASSERT(sizeof(CheckFailed) == 72, "CheckFailed layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, run) == 0, "CheckFailed.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, verifier) == 32, "CheckFailed.verifier");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, step) == 64, "CheckFailed.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, trainer) == 68, "CheckFailed.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reason) == 70, "CheckFailed.reason");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reports) == 71, "CheckFailed.reports");
+
 /* discriminators: the first 8 bytes, as a little-endian u64 */
 #define IX_INITIALIZE_RUN 0x61dce5ae416a6b29ULL
 #define IX_UPDATE_METADATA 0xbae14e61ef2bb6aaULL
@@ -768,6 +841,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed
 #define IX_CHECKPOINT 0xfcb88ff0cc13c8d5ULL
 #define IX_VOTE_WEIGHTS 0x40031a85c80a4bd7ULL
 #define IX_REPORT_EQUIVOCATION 0x10293109c788fa8cULL
+#define IX_REPORT_CHECK 0xc3b642fcff3b58a2ULL
 #define IX_CLOSE_RUN 0xccab934a4c823d1fULL
 #define ACCOUNT_RUN 0xbdf673eb569b36c7ULL
 #define ACCOUNT_RUN_INDEX 0x4cd76b75afd9efa2ULL
@@ -784,6 +858,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(PointsClaimed, total) == 72, "PointsClaimed
 #define EVENT_CHECKPOINT_UPDATED 0x9836d48e727e5e8fULL
 #define EVENT_RUN_UPDATED 0x20026768ca7a6745ULL
 #define EVENT_POINTS_CLAIMED 0x22dc3aaaea37fb9fULL
+#define EVENT_CHECK_FAILED 0x3eb70d52aab24099ULL
 
 /* well-known addresses */
 static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x2f, 0x0a, 0xaf, 0xc6, 0xf2, 0x65, 0xe3, 0xfb, 0x77, 0xcc, 0x7a, 0xda, 0x82, 0xc5, 0x29, 0xd0, 0xbe, 0x3b, 0x13, 0x6e, 0x2d, 0x00, 0x55, 0x20, 0x00, 0x00, 0x00}}; /* SysvarS1otHashes111111111111111111111111111 */
@@ -847,3 +922,8 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_RUN_STILL_OPEN 6049
 #define ERR_EQUIVOCATION_NOT_PROVEN 6050
 #define ERR_VOTE_CLOSED 6051
+#define ERR_NOT_CHECKED 6052
+#define ERR_NOT_A_VERIFIER 6053
+#define ERR_CHECK_EXPIRED 6054
+#define ERR_DUPLICATE_REPORT 6055
+#define ERR_INVALID_REASON 6056

@@ -267,6 +267,16 @@ __attribute__((noinline)) static uint64_t report_equivocation(SolParameters *p) 
   return changed(run, coord_convict(run, &env, &conviction));
 }
 
+/* [user, run, slot_hashes]: the plan, the window of seeds and the tallies are the core's. */
+__attribute__((noinline)) static uint64_t report_check(SolParameters *p) {
+  Run *run;
+  CoordEnv env;
+  const ReportCheckArgs *args;
+  TRY(args_of(p, sizeof(*args), (const void **)&args));
+  TRY(load_as_client(p, 2, &run, &env));
+  return changed(run, coord_report_check(run, &env, p->ka[0].key, args));
+}
+
 /* ---- creation and removal */
 
 static const char RUN_SEED[] = "run";
@@ -432,6 +442,7 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_CHECKPOINT: return checkpoint(&params);
     case IX_VOTE_WEIGHTS: return vote_weights(&params);
     case IX_REPORT_EQUIVOCATION: return report_equivocation(&params);
+    case IX_REPORT_CHECK: return report_check(&params);
     case IX_CLOSE_RUN: return close_run(&params);
     case ANCHOR_IDL_IX_TAG: return anchor_idl(&params); /* so Anchor tooling finds the IDL */
     default: return ERR_INVALID_INSTRUCTION;

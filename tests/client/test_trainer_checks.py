@@ -1,0 +1,82 @@
+"""The trainer's side of verification, with real models: when the run verifies, each step's payload commits
+the trainer's optimizer state (wire v2 header) and the state itself is returned for serving; a verifier
+replica, holding the same weights at the step's start, replays a peer's step from the two committed states
+and passes an honest one, fails a negated payload, and refuses a state that is not the committed one."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from cohort.client.distro import DistroResult
+from cohort.client.distro.compress import SparseTiles
+from cohort.client.runtime.local_run import write_config
+from cohort.client.runtime.trainer import Trainer
+from cohort.sdk.coordinator_core import CoordinatorCore
+from cohort.sdk.presets import training_spec
+from cohort.sdk.run_config import load_run_file
+
+
+def spec_of(path: Path):
+    run_file = load_run_file(path, CoordinatorCore())
+    return training_spec(run_file.metadata, run_file.model)
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory) -> tuple[Trainer, Trainer, list]:
+    """Two replicas of one run trained steps 1-3 in lock step (each its own batch, both results applied
+    two steps later): returns (trainer, verifier, [(payload, state) of the trainer per step])."""
+    path = write_config(Path(tmp_path_factory.mktemp("run")) / "run.toml", max_seq_len=32)
+    spec = spec_of(path)
+    trainer, verifier = Trainer(spec, seed=7), Trainer(spec, seed=7)
+    for replica in (trainer, verifier):
+        replica.start_epoch(1, cold=False, verified=True)
+    outputs, mine = [], []
+    for step in (1, 2, 3):
+        if step >= 3:  # the pipeline: step s trains on the weights after step s - 2's results
+            for replica in (trainer, verifier):
+                replica.apply(step - 2, [outputs[step - 3][0], mine[step - 3]])
+        out = trainer.train(step, 4 * step, 4 * step + 4)
+        own = verifier.train(step, 100 + 4 * step, 104 + 4 * step)
+        outputs.append((out.payload, out.state))
+        mine.append(own.payload)
+    return trainer, verifier, outputs
+
+
+def test_each_step_commits_the_state_it_returns(replicas):
+    trainer, _, outputs = replicas
+    for step, (payload, state) in enumerate(outputs, start=1):
+        header = trainer.check(payload)
+        assert state is not None and header.step == step and header.state == hashlib.sha256(state).digest()
+
+
+def test_an_honest_step_passes_and_a_negated_one_fails(replicas):
+    trainer, verifier, outputs = replicas
+    (previous, before), (published, after) = outputs[1], outputs[2]
+    assert verifier.can_verify(3) and not verifier.can_verify(99)
+    honest = verifier.verify_step(3, published, previous, before, after)
+    assert honest is not None and honest.passed, honest
+
+    result = trainer.codec.decode(published).result
+    flipped = trainer.codec.encode(DistroResult(result.step, result.batch,
+                                                tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
+                                                result.state))  # fmt: skip
+    verdict = verifier.verify_step(3, flipped, previous, before, after)
+    assert verdict is not None and not verdict.passed
+
+
+def test_a_state_other_than_the_committed_one_is_refused(replicas):
+    _, verifier, outputs = replicas
+    (previous, _), (published, after) = outputs[1], outputs[2]
+    verdict = verifier.verify_step(3, published, previous, outputs[0][1], after)  # the state after step 1
+    assert verdict is not None and not verdict.passed and verdict.reason.startswith("refused")
+
+
+def test_without_verification_nothing_is_committed(tmp_path):
+    path = write_config(tmp_path / "run.toml", max_seq_len=32)
+    trainer = Trainer(spec_of(path), seed=7)
+    trainer.start_epoch(1, cold=False)
+    out = trainer.train(1, 0, 4)
+    assert out.state is None and trainer.check(out.payload).state == bytes(32) and not trainer.can_verify(1)
