@@ -2,7 +2,7 @@
 each behind an emulated internet link (tests/support/wan: needs root for network namespaces).
 
     .venv/bin/python benchmarks/client/round_time.py [--preset llama-small] [--seq 256] [--batch 24]
-        [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http]
+        [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http] [--keep DIR]
     .venv/bin/python benchmarks/client/round_time.py --preset llama-tiny --seq 128 --batch 24 --link all
 
 Runs steady-state rounds and prints, per link profile (medians over clients): the compute share (the part
@@ -72,7 +72,8 @@ def figures(trainers, skip: int, last: int) -> Figures:
 async def measure(args: argparse.Namespace, profile: str) -> Figures:
     placement = None
     with tempfile.TemporaryDirectory(prefix="cohort-bench-") as tmp:
-        root = Path(tmp)
+        root = Path(args.keep) / profile if args.keep else Path(tmp)  # --keep: the logs stay for reading
+        root.mkdir(parents=True, exist_ok=True)
         if PROFILES[profile] is not None:
             sys.path.insert(0, str(ROOT / "tests"))
             from support.wan import Link, WanBed
@@ -124,4 +125,5 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--link", default="none", choices=[*PROFILES, "all"])
     parser.add_argument("--p2p", default="iroh", choices=["iroh", "http"])
+    parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
     asyncio.run(main(parser.parse_args()))

@@ -59,8 +59,6 @@ async def one_run(args: argparse.Namespace, mode: str | None) -> dict:
                 await asyncio.sleep(0.5)
             await asyncio.sleep(5)  # the last epoch's checkpoint and evaluations
             evals = [{e["step"]: e["loss"] for e in t.events("evaluated")} for t in honest]
-            common = set.intersection(*(set(e) for e in evals)) if evals else set()
-            last = max(common) if common else None
             train = sum(e["seconds"] for t in honest for e in t.events("trained"))
             replay = sum(e.get("replay_seconds", 0.0) for t in honest for e in t.events("check_metrics"))
             cheat = str(trainers[cheat_at].wallet.pubkey()) if cheat_at is not None else None
@@ -69,10 +67,18 @@ async def one_run(args: argparse.Namespace, mode: str | None) -> dict:
                 "steps": convicted[cheat] - first.progress.step if cheat in convicted else None,
                 "false": sum(str(t.wallet.pubkey()) in convicted for t in honest),
                 "verify_share": replay / train if train else 0.0,
-                "loss_step": last,
-                "loss": statistics.median(e[last] for e in evals) if last is not None else None,
                 "evals": evals,
             }
+
+
+def loss_ratio(run: dict, baseline: dict) -> float | None:
+    """The honest clients' held-out loss against the all-honest run's, at the last step both evaluated."""
+    every = [set(e) for e in run["evals"] + baseline["evals"]]
+    common = set.intersection(*every) if every else set()
+    if not common:
+        return None
+    step = max(common)
+    return statistics.median(e[step] for e in run["evals"]) / statistics.median(e[step] for e in baseline["evals"])
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -90,12 +96,7 @@ async def main(args: argparse.Namespace) -> None:
         runs = [await one_run(args, mode) for _ in range(args.repeats)]
         shares += [r["verify_share"] for r in runs]
         steps = [r["steps"] for r in runs if r["steps"] is not None]
-        ratios = []
-        for r in runs:
-            step = r["loss_step"]
-            reference = [e[step] for e in baseline["evals"] if step in e]
-            if step is not None and reference:
-                ratios.append(r["loss"] / statistics.median(reference))
+        ratios = [ratio for r in runs if (ratio := loss_ratio(r, baseline)) is not None]
         table.add_row(mode, f"{sum(r['convicted'] for r in runs)}/{len(runs)}",
                       f"{statistics.median(steps):g}" if steps else "-", str(sum(r["false"] for r in runs)),
                       f"{statistics.median(r['verify_share'] for r in runs):.0%}",

@@ -13,7 +13,7 @@ from cohort.sdk.run_config import load_run_file
 
 
 async def test_verifiers_report_and_a_majority_convicts(workspace, helpers, core, tmp_path):
-    config = helpers.config_copy(tmp_path, "checked", **{"verification_percent = 0 ": "verification_percent = 100 "})
+    config = helpers.config_copy(tmp_path, "checked", **{"verification_percent = 5 ": "verification_percent = 100 "})
     run_file = load_run_file(config, core)
     assert run_file.config.verification_percent == 100
     async with funded_run(workspace, core, run_file) as (rpc, client, members):

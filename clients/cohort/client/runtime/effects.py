@@ -290,17 +290,21 @@ class Effects:
         payloads = [c.node.store.get(commitment) for commitment in action.commitments]
         if any(p is None for p in payloads):  # the machine asks only for what we hold: a bug if not
             raise RuntimeError(f"step {action.step}: a decided result is no longer in the blob store")
-        started = time.perf_counter()
+        seconds = 0.0
 
-        def apply() -> int:
+        def apply() -> int:  # timed on the worker: the job may queue behind training
+            nonlocal seconds
+            started = time.perf_counter()
             trainer.apply(action.step, payloads)
-            return trainer.checksum()
+            digest = trainer.checksum()
+            seconds = time.perf_counter() - started
+            return digest
 
         digest = await c.worker.run(apply)
         verifying = c.latest is not None and c.latest.config.verification_percent > 0
         c.node.store.gc(action.step - 1 - (KEPT_FOR_CHECKS if verifying else 0))  # peers a step behind fetch too
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
-        c.events.emit("apply_time", step=action.step, seconds=round(time.perf_counter() - started, 4))
+        c.events.emit("apply_time", step=action.step, seconds=round(seconds, 4))
         sent, received = c.node.traffic()
         own = self.own.get(action.step)
         uploads = c.node.blob_server.served.get(own, 0) if own is not None else None

@@ -53,7 +53,7 @@ class Timing:
 
     ready_every: float = 1.0  # Ready is re-announced on this fixed timer during Warmup
     tick_turn: float = 0.4  # a due tick waits this long per position before this client sends it
-    tick_retry: float = 0.5
+    tick_retry: float = 0.2  # a tick that landed in the freeze slot itself (SeedPending) is resent soon
     fetch_retry: float = 0.5  # a failed fetch is tried again (other holders) after at most this
     resubmit_every: float = 1.0  # an undecided round's record is replaced at most this often
     tx_retry: float = 1.0
