@@ -2,8 +2,10 @@
 project's client with its training swapped: tests/support/adversary.py) in a run that verifies half of
 all results. The adversary is convicted on chain by a majority of its verifiers within its first epoch,
 loses its points, and no honest member is reported, convicted or leaves; their replicas stay identical.
-CI runs two modes that take the two ways to conviction — a negated payload (the replay disagrees with it)
-and a copied one (it commits a state its sender does not hold); benchmarks/integrity/adversaries.py runs
+Two runs take the two ways to conviction — a negated payload (the replay disagrees with it) and a copied
+one (it commits a state its sender does not hold); a third has three adversaries at once (a random
+payload, no compute at all, training on its own text) among four honest clients. The member that cheats
+only some of the time is caught by chance, so it runs in benchmarks/integrity/adversaries.py, which runs
 every mode, repeatedly, and compares the loss with an all-honest run's."""
 
 from __future__ import annotations
@@ -35,3 +37,20 @@ async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(mode: str, tmp_
         cheat_index = convicted.client(cheat.wallet.pubkey()).index
         assert reported == {cheat_index}, reported
         assert any(e["trainer"] != cheat_index for t in honest for e in t.events("checked"))
+
+
+async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):
+    modes = {4: "random", 5: "lazy", 6: "poison"}
+    config = write_config(tmp_path / "run.toml", epoch_time=40, max_round_train_time=8, warmup_time=15,
+                          init_min_clients=7, min_clients=4, witness_nodes=3, verification_percent=50)  # fmt: skip
+    async with LocalRun(config=config, root=tmp_path / "run") as lr:
+        trainers = await lr.start_members(7, options=lambda i: adversary(modes[i]) if i in modes else {})
+        honest, cheats = trainers[:4], trainers[4:]
+        first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
+        for cheat, mode in zip(cheats, modes.values(), strict=True):
+            convicted = await conviction(lr, cheat, 90, f"the {mode} adversary's conviction")
+            assert convicted.progress.epoch == first.progress.epoch  # within its first epoch
+        await honest_epoch(lr, honest, cheats, first.progress.epoch, 120)
+        indices = {convicted.client(t.wallet.pubkey()).index for t in cheats}
+        reported = {e["trainer"] for t in honest for e in t.events("check_failed")}
+        assert reported <= indices, (reported, indices)
