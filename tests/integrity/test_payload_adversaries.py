@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("mode", ["flip", "copy"])
 async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(mode: str, tmp_path: Path):
-    config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=5, warmup_time=15,
+    config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
                           init_min_clients=4, min_clients=3, witness_nodes=3, verification_percent=50)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(4, options=lambda i: adversary(mode) if i == 3 else {})
