@@ -4,12 +4,10 @@ replicas stay bit-identical, every step applies every trainer's result, every ro
 a majority of its seats, points are credited, and the clients survive a cut websocket (the localnet
 restarted on its ledger) by polling. All three share one HOME and its default checkpoint directories, and
 nothing goes wrong in this fault-free run: no client leaves an epoch, fails a task, refuses a result or
-prints a traceback. The run verifies a fifth of all results: honest checks pass, nobody is reported or
-convicted."""
+prints a traceback."""
 
 from __future__ import annotations
 
-import re
 import signal
 import statistics
 from pathlib import Path
@@ -57,9 +55,7 @@ def starting_checkpoint(config: Path, root: Path) -> tuple[Path, str]:
     run_file = load_run_file(config, CoordinatorCore())
     trainer = Trainer(training_spec(run_file.metadata, run_file.model), seed=1234)
     info = save_checkpoint(trainer.model, root, run_id=run_file.run_id, step=0, epoch=0)
-    text = re.sub(r"^verification_percent = 0\b", "verification_percent = 20", config.read_text(), count=1, flags=re.M)
-    assert "verification_percent = 20" in text
-    text = text.replace('kind = "Dummy"', 'kind = "Hub"').replace(
+    text = config.read_text().replace('kind = "Dummy"', 'kind = "Hub"').replace(
         'repo = "demo"', f'repo = "{info.path}"\nweights_sha256 = "{info.manifest_hash.hex()}"')
     config.write_text(text)
     return config, trainer.digest()
@@ -95,10 +91,6 @@ async def test_three_clients_train_two_epochs_and_ride_out_a_cut_websocket(ci_co
         epoch_1 = [e["step"] for e in trainers[0].events("trained") if e["step"] < run.progress.step]
         last = statistics.mean(loss for s, loss in losses if s in sorted(set(epoch_1))[-3:])
         assert last < first - 0.5, (first, last)
-        # verification: checks ran and passed; nobody was reported or convicted
-        assert [e for t in trainers for e in t.events("checked")], "no result was checked"
-        assert not [e for t in trainers for e in t.events("check_failed") + t.events("check_reported")]
-        assert all(c.state != "Convicted" for c in run.clients)
         # every step applied every trainer's result (3 of 3), but the flush steps that end an epoch
         for t in trainers:
             partial = [e for e in t.events("applied") if e["decided"] and e["results"] != 3]
