@@ -1,16 +1,17 @@
 """Where a round's time goes, with `cohort train` processes (localnet, iroh, real chain), on loopback or
 each behind an emulated internet link (tests/support/wan: needs root for network namespaces).
 
-    .venv/bin/python benchmarks/client/round_time.py [--preset llama-small] [--seq 256] [--batch 24]
+    .venv/bin/python benchmarks/client/round_time.py [--preset llama-small] [--seq 256] [--batch 36]
         [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http] [--keep DIR]
     .venv/bin/python benchmarks/client/round_time.py --preset llama-tiny --seq 128 --batch 24 --link all
 
 Runs steady-state rounds and prints, per link profile (medians over clients): the compute share (the part
-of wall time a client spends training and applying: the target is >= 95% on loopback, >= 90% at 40 ms and
->= 80% at 120 ms one-way, at >= 2 s steps), the time per step (between two of a client's trained steps),
-the chain's round time (between round starts, as clients saw them), the compute per step, and where the rest
-of a step went: waiting for the step two back to be decided and applied. The default model computes for
-about two seconds a step on this machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps.
+of wall time a client's model is busy training, applying and evaluating: the target is >= 95% on
+loopback, >= 90% at 40 ms and >= 80% at 120 ms one-way, at >= 2 s steps), the time per step (between two
+of a client's trained steps), the chain's round time (between round starts, as clients saw them), the
+compute per step, and where the rest of a step went: waiting for the step two back to be decided and
+applied. The default (llama-small, 36 sequences of 256 tokens) computes for 2-2.5 s a step on a 2-core
+machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ def figures(trainers, skip: int, last: int) -> Figures:
     for t in trainers:
         trained = {e["step"]: e for e in t.events("trained") if skip <= e["step"] <= last}
         applied = {e["step"]: e for e in t.events("apply_time")}
+        evaluated = {e["step"]: e for e in t.events("evaluated")}  # a held-out evaluation every few steps
         if len(trained) < 3:
             continue
         order = sorted(trained)
-        busy = sum(trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order[1:])
+        busy = sum(trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0)
+                   + evaluated.get(s - 1, {}).get("seconds", 0.0) for s in order[1:])  # fmt: skip
         wall = trained[order[-1]]["t"] - trained[order[0]]["t"]
         shares.append(busy / wall)
         steps += [trained[b]["t"] - trained[a]["t"] for a, b in pairwise(order) if b == a + 1]
@@ -120,7 +123,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="llama-small")
     parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=36)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--link", default="none", choices=[*PROFILES, "all"])

@@ -3,6 +3,7 @@
 localnet, every client its own process.
 
     .venv/bin/python benchmarks/client/scale.py [--clients 4,16,32,64] [--rounds 8] [--step-seconds 1.0]
+        [--keep DIR]
 
 Prints per run size, medians over clients and steady rounds: the round time, how many copies of its own
 result a client served (holders re-serve what they checked: this stays a small constant), per-client
@@ -26,9 +27,10 @@ from rich.table import Table
 from cohort.client.runtime.local_run import LocalRun, write_config
 
 
-async def measure(clients: int, rounds: int, step_seconds: float) -> dict[str, float]:
+async def measure(clients: int, rounds: int, step_seconds: float, keep: str | None) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="cohort-scale-") as tmp:
-        root = Path(tmp)
+        root = Path(keep) / str(clients) if keep else Path(tmp)  # --keep: the logs stay for reading
+        root.mkdir(parents=True, exist_ok=True)
         batch = max(clients * 2, 24)
         config = write_config(root / "run.toml", global_batch_size_start=batch, global_batch_size_end=batch,
                               init_min_clients=clients, min_clients=max(2, clients // 2), epoch_time=3600,
@@ -70,7 +72,7 @@ async def main(args: argparse.Namespace) -> None:
                    "RPC requests / client / round", "RPC bytes / client / round", "transactions / round"):  # fmt: skip
         table.add_column(column, justify="right")
     for n in [int(x) for x in args.clients.split(",")]:
-        f = await measure(n, args.rounds, args.step_seconds)
+        f = await measure(n, args.rounds, args.step_seconds, args.keep)
         table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
                       f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
                       f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}")  # fmt: skip
@@ -82,4 +84,5 @@ if __name__ == "__main__":
     parser.add_argument("--clients", default="4,16,32,64")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--step-seconds", type=float, default=1.0)
+    parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
     asyncio.run(main(parser.parse_args()))

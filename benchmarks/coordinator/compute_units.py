@@ -65,9 +65,9 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     record("tick (start epoch)", chain.call("tick", members[0], run))
 
     def start_round() -> None:
-        """The round's inputs froze in the previous slot: a tick now starts it and derives a seed."""
+        """A round that waits for its seed (Warmup's end, a re-freeze): a tick a slot later starts it."""
         if not chain.state(run)["seed_pending"]:
-            return  # the decision ended the epoch
+            return  # the decision started the next round itself, or ended the epoch
         chain.next_slot()
         record("tick (start round: seed)", chain.call("tick", members[0], run))
 
@@ -94,7 +94,7 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         chain.advance(config["round_witness_time"])  # the round's training takes time
         for k, (index, position) in enumerate(seated()[:quorum]):
             result = witness(index, position, participants, b"\x01" * 32)
-            record("witness (decides: ends round)" if k == quorum - 1 else "witness", result)
+            record("witness (decides: ends the round, starts the next)" if k == quorum - 1 else "witness", result)
         start_round()
 
     decided_round(everyone)  # height 0
@@ -108,10 +108,9 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     chain.advance(config["max_round_train_time"])
     record("tick (round timeout)", chain.call("tick", members[0], run))
     chain.advance(config["round_witness_time"])
-    record("tick (end round: freeze)", chain.call("tick", members[0], run))
-    chain.slot += SLOT_HASHES_MAX  # nobody started the round while SlotHashes proved the freezing slot
+    chain.slot += SLOT_HASHES_MAX  # the round outlived what SlotHashes proves of the slot it began in
     chain.next_slot()
-    record("tick (re-freeze: slot aged out)", chain.call("tick", members[0], run))
+    record("tick (ends a round: slot aged out, re-freeze)", chain.call("tick", members[0], run))
     start_round()
 
     # height 2: a health check, a checkpointer, an exit, an equivocation report; then a decided round

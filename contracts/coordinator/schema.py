@@ -379,16 +379,16 @@ Run = S(
     F("version", U32),
     F("run_state", RunState),
     F("pending_pause", BOOL),
-    F("seed_pending", BOOL, "the next round's inputs are frozen; its start waits for seed_slot's hash"),
+    F("seed_pending", BOOL, "the round is over and the next waits for a slot after seed_slot (its hash)"),
     F("_pad", U8),
     F("nonce", U64, "increases on every change of this account"),
     F("run_state_start", I64, "unix time the current phase began"),
     F("progress", Progress),
     F("last_seed", U64, "the latest seed derived (chained into the next)"),
     F("next_seed", U64, "seed of the round after the current one, fixed when the current one started"),
-    F("seed_slot", U64, "the slot the inputs of the next seed froze in (while seed_pending)"),
+    F("seed_slot", U64, "the slot the inputs of the next seed froze in (at the current round's start)"),
     F("next_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "active clients of the round after the current one"),
-    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "healthy clients frozen with seed_slot (a later next_mask)"),
+    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "healthy clients frozen with seed_slot (the next next_mask)"),
     F("epoch", EpochState),
     # -- the rest changes at epoch boundaries, on drops, or by the authority
     F("witnesses", Array(RoundWitnesses, "NUM_ROUNDS"), "witness records of the stored rounds"),
@@ -731,8 +731,8 @@ INSTRUCTIONS = (
     ),
     Instruction(
         "tick", (_user, _run_w, _slot_hashes), None,
-        "Advance the phase when a timeout is due; from the slot after a round's inputs froze "
-        "(seed_pending), start that round.",
+        "Advance the phase when a timeout is due; from the slot after a round's inputs froze, start a "
+        "round that waits for its seed (seed_pending).",
     ),
     Instruction("warmup_witness", (_user, _run_w, _slot_hashes), WarmupWitnessArgs),
     Instruction("witness", (_user, _run_w, _slot_hashes), WitnessArgs),

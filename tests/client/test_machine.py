@@ -191,6 +191,25 @@ def test_applies_exactly_the_decided_results_and_then_trains_on(core):
     assert of(out, Train) and of(out, Train)[0].step == 3
 
 
+def test_rounds_that_start_in_the_instruction_that_decides_are_followed_alike(core):
+    """On a real chain the deciding witness lands a slot or more after its round began and starts the next
+    round itself: the machine sees round h, then round h+1, no state between; it trains and applies as
+    when a tick started the round."""
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(1)
+    for step, decided in ((1, ResultsList.of(0, {})), (2, ResultsList.of(1, held))):
+        d.host.advance(0, 1)
+        d.host.decide(decided.root)
+        run = d.host.run()
+        assert run.progress.step == step + 1 and run.state.value == "RoundTrain" and not run.seed_pending
+        out = d.feed()
+        if step == 1:
+            assert not of(out, Apply) and not of(out, LeaveEpoch)
+    assert [(a.step, a.commitments) for a in of(out, Apply)] == [(1, tuple(held[i] for i in sorted(held)))]
+
+
 def test_a_lagging_trainer_applies_a_step_only_after_the_next_one_went_to_the_worker(core):
     """Step s trains on exactly the weights after s - 2 on every replica (what a verifier replays from):
     a replica still training s - 1 when s - 1 is decided waits with that apply until step s is sent."""
@@ -240,9 +259,9 @@ def test_a_step_its_round_did_not_decide_applies_nothing_everywhere(core):
     d.host.advance(config.max_round_train_time)
     assert d.host.tick() == 0  # training time is up: RoundWitness
     d.host.advance(config.round_witness_time)
-    assert d.host.tick() == 0  # the witness time too: the round ends undecided, the epoch goes on
+    assert d.host.tick() == 0  # the witness time too: the round ends undecided, the next starts at once
     out = d.feed()
-    assert d.host.run().seed_pending
+    assert d.host.run().progress.step == 3 and not d.host.run().seed_pending
     assert [a.fields for a in emitted(out, "applied")] == [{"step": 1, "results": 0, "decided": False}]
     assert not of(out, Apply) and not of(out, FetchList)
 

@@ -1,6 +1,7 @@
 """How a step is decided, on chain: the first results root that a strict majority of the seats
 (witness_nodes / 2 + 1) holds is the step's applied set (Round.decided, decided_root, decided_votes,
-StepDecided) and ends the round in that instruction; nothing less decides. Until then a witness may
+StepDecided) and ends the round in that instruction, which also starts the next round when it runs in a
+later slot than the round began in (else a tick from a later slot does); nothing less decides. Until then a witness may
 replace its own record, so witnesses that saw different results converge. Without a decision the round
 runs out its time and nothing is decided. The weights digest a strict majority reports is tracked too."""
 
@@ -29,6 +30,11 @@ def current_round(state) -> dict:
     return state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
 
 
+def previous_round(state) -> dict:
+    rounds = state["epoch"]["rounds"]
+    return rounds[(state["epoch"]["rounds_head"] - 1) % len(rounds)]
+
+
 def epoch(chain, core, **config):
     config = make_config(CLIENTS, **config)
     _, run = open_run(chain, config)
@@ -51,7 +57,8 @@ def events(chain, result) -> list[tuple[str, dict]]:
 
 def test_a_strict_majority_of_the_seats_decides_and_ends_the_round(chain, core):
     """Five seats: two records behind one root decide nothing, the third does — in its own instruction,
-    which passes RoundWitness and freezes the next round's inputs."""
+    which passes RoundWitness; in the slot the round began in, the next round waits for a tick from a
+    later slot."""
     run, members, _, seats = epoch(chain, core, witness_nodes=5, min_clients=3)
     assert len(seats) == 5 and core.quorum(5) == 3
     step = chain.state(run)["progress"]["step"]
@@ -78,6 +85,28 @@ def test_a_strict_majority_of_the_seats_decides_and_ends_the_round(chain, core):
     assert chain.fails("witness", members[index], run, late) == "WrongStep"
 
 
+def test_a_decision_from_a_later_slot_starts_the_next_round_in_its_own_instruction(chain, core):
+    """No transaction between two rounds: the deciding witness (a slot after the round began, as on a
+    real chain) ends the round and starts the next, whose seed and trainers were known a round ahead."""
+    run, members, _, seats = epoch(chain, core)
+    before = chain.state(run)
+    step = before["progress"]["step"]
+    send(chain, run, members, seats[0], "applied")
+    chain.next_slot()
+    result = send(chain, run, members, seats[1], "applied")
+    state = chain.state(run)
+    assert previous_round(state)["decided"] and previous_round(state)["decided_root"] == root("applied")
+    assert state["run_state"] == "RoundTrain" and not state["seed_pending"]
+    assert state["progress"]["step"] == step + 1 and state["seed_slot"] == chain.slot
+    assert current_round(state)["random_seed"] == before["next_seed"]
+    assert current_round(state)["active_mask"] == before["next_mask"]
+    names = [name for name, _ in events(chain, result)]
+    assert names == ["WitnessSubmitted", "StepDecided", "RunStateChanged", "RunStateChanged"]
+    index, position = seats[2]
+    late = make_witness(index, position, step, root=root("applied"))
+    assert chain.fails("witness", members[index], run, late) == "WrongStep"
+
+
 def test_half_of_the_seats_is_not_a_majority(chain, core):
     """Four seats, two roots with two records each: no decision, however long the round lasts."""
     run, members, config, seats = epoch(chain, core, witness_nodes=4, min_clients=3)
@@ -89,10 +118,12 @@ def test_half_of_the_seats_is_not_a_majority(chain, core):
     assert current_round(state)["witnesses_len"] == 4
     chain.advance(config["max_round_train_time"])
     chain.call("tick", members[0], run)
+    step = chain.state(run)["progress"]["step"]
     chain.advance(config["round_witness_time"])
-    chain.call("tick", members[0], run)
+    chain.call("tick", members[0], run)  # ends the round and starts the next (a later slot)
     state = chain.state(run)
-    assert state["seed_pending"] and not current_round(state)["decided"]
+    assert state["progress"]["step"] == step + 1 and state["run_state"] == "RoundTrain"
+    assert not previous_round(state)["decided"]
 
 
 def test_records_are_replaced_until_the_witnesses_converge(chain, core):
@@ -137,12 +168,10 @@ def test_without_a_decision_the_round_times_out_and_nothing_is_decided(chain, co
     result = chain.call("tick", members[0], run)
     assert "StepDecided" not in [name for name, _ in events(chain, result)]
     state = chain.state(run)
-    round_ = current_round(state)
-    assert state["seed_pending"] and not round_["decided"] and round_["decided_votes"] == 0
+    round_ = previous_round(state)
+    assert state["run_state"] == "RoundTrain" and not round_["decided"] and round_["decided_votes"] == 0
     assert round_["decided_root"] == bytes(32)
     assert [c["dissents"] for c in state["clients"][:CLIENTS]] == [0] * CLIENTS
-    start_pending_round(chain, run, members[0])
-    assert chain.state(run)["run_state"] == "RoundTrain"
 
 
 def test_the_weights_digest_of_a_majority_is_tracked_on_every_record(chain, core):

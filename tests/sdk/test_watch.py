@@ -56,12 +56,16 @@ async def test_watch_yields_each_phase_change_of_a_scripted_epoch(
         await asyncio.sleep(0.3)  # subscribed before the script starts
         played = await play_epoch(client, run_id, members)
         states = await watcher
-    # the first round's decision passes RoundWitness (its seed pending); the deciding witness of the flush
-    # round takes it from RoundTrain to Cooldown in one instruction
-    expected = [RunState.WaitingForMembers, RunState.Warmup, RunState.RoundTrain, RunState.RoundWitness,
-                RunState.RoundTrain, RunState.Cooldown, RunState.WaitingForMembers]  # fmt: skip
-    assert played == expected
-    assert phases(states) == expected
+    # the first round's decision starts the flush round in its own instruction (RoundTrain to RoundTrain),
+    # or, when it lands in the slot the round began in, passes RoundWitness while the next waits for its
+    # seed (and with the epoch's time warped past the training time, the first witness may already move it
+    # to RoundWitness: a watcher sees that, the script's own reads may not); the deciding witness of the
+    # flush round takes it from RoundTrain to Cooldown in one instruction
+    direct = [RunState.WaitingForMembers, RunState.Warmup, RunState.RoundTrain, RunState.Cooldown,
+              RunState.WaitingForMembers]  # fmt: skip
+    passed = [*direct[:3], RunState.RoundWitness, *direct[2:]]
+    assert played in (direct, passed)
+    assert phases(states) in (played, passed)
     in_rounds = (RunState.RoundTrain, RunState.RoundWitness)
     assert all(s.fresh_records for s in states if s.state not in in_rounds)  # other phases: full reads
     assert any(not s.fresh_records for s in states if s.state in in_rounds) == hot

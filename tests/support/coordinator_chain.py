@@ -399,6 +399,9 @@ def witness_args(
     return None if position is None else make_witness(index, position, step)
 
 
+ROUND_PHASES = ("RoundTrain", "RoundWitness")
+
+
 def play_round(
     chain: Chain,
     core: CoordinatorCore,
@@ -408,19 +411,23 @@ def play_round(
     all_elected: bool = True,
 ) -> int:
     """Seated healthy witnesses submit the same results root (`participants` as their bitmap) until a
-    strict majority decides the step, which ends the round; if too few can, the round times out into
-    RoundWitness and, once the witness time passed, a tick ends it. Then the next round starts a slot
-    later. With all_elected, exactly a strict majority of the seats must have reported. Returns the number
-    of witnesses."""
+    strict majority decides the step, which ends the round and (from a later slot than the round's start)
+    starts the next; if too few can, the round times out into RoundWitness and, once the witness time
+    passed, a tick ends it. A next round that waits for its seed starts a slot later. With all_elected,
+    exactly a strict majority of the seats must have reported. Returns the number of witnesses."""
     state = chain.state(run)
     assert state["run_state"] == "RoundTrain"
     config, clients = state["config"], state["clients"]
     step = state["progress"]["step"]
+
+    def over() -> bool:
+        now = chain.state(run)
+        return now["seed_pending"] or now["progress"]["step"] != step or now["run_state"] not in ROUND_PHASES
+
     chain.advance(config["round_witness_time"])  # training takes time (a round is never instant)
     submitted = 0
     for index, position in elected(chain, core, run).items():
-        now = chain.state(run)
-        if now["seed_pending"] or now["run_state"] not in ("RoundTrain", "RoundWitness"):
+        if over():
             break  # decided: the round is over
         if clients[index]["state"] != "Healthy":
             continue
@@ -430,12 +437,11 @@ def play_round(
         submitted += 1
     if all_elected:
         assert submitted == core.quorum(config["witness_nodes"])
-    if chain.state(run)["run_state"] == "RoundTrain":
+    if not over() and chain.state(run)["run_state"] == "RoundTrain":
         chain.advance(config["max_round_train_time"])
         chain.call("tick", members[0], run)
         assert chain.state(run)["run_state"] == "RoundWitness"
-    state = chain.state(run)
-    if state["run_state"] == "RoundWitness" and not state["seed_pending"]:
+    if not over():
         chain.advance(config["round_witness_time"])
         chain.call("tick", members[0], run)
     start_pending_round(chain, run, members[0])
@@ -443,8 +449,8 @@ def play_round(
 
 
 def start_pending_round(chain: Chain, run: Pubkey, wallet: Keypair) -> bool:
-    """When the next round's inputs are frozen, a tick one slot later starts it (its seed is the hash of
-    the slot they froze in). Returns whether there was one."""
+    """When the round is over and the next waits for its seed (the round ended in the slot its inputs
+    froze in), a tick one slot later starts it. Returns whether there was one."""
     if not chain.state(run)["seed_pending"]:
         return False
     chain.next_slot()

@@ -118,7 +118,8 @@ async def play_epoch(
     await warp(client, config.epoch_time)  # the epoch times out: one flush round follows this one
     while run.state == RunState.RoundTrain:
         await submit_witnesses(client, run, members, metadata)
-        run = await state()  # the majority decided the step and ended the round (seed pending; or Cooldown)
+        run = await state()  # the majority decided the step: the next round started (or waits for its
+        # seed, in the slot this one began in), or Cooldown
         await client.start_pending_round(members[0], run_id)
         run = await state()
     await warp(client, config.cooldown_time)

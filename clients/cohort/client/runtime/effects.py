@@ -272,10 +272,15 @@ class Effects:
     async def _evaluate(self, step: int) -> None:
         c = self.c
         trainer = await c.trainer_ready
-        result = await c.worker.run(trainer.evaluate, EVAL_SEQUENCES)
+
+        def evaluate():  # timed on the worker: the time the model was busy, not the wait for it
+            started = time.perf_counter()
+            return trainer.evaluate(EVAL_SEQUENCES), time.perf_counter() - started
+
+        result, seconds = await c.worker.run(evaluate)
         self.last_eval = result
         c.events.emit("evaluated", step=step, loss=round(result.loss, 5), perplexity=round(result.perplexity, 3),
-                      tokens=result.tokens)  # fmt: skip
+                      tokens=result.tokens, seconds=round(seconds, 4))  # fmt: skip
 
     def _Publish(self, action: Publish) -> None:
         payload = self.payloads.pop(action.commitment)

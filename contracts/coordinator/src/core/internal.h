@@ -28,7 +28,7 @@ static inline Witness *current_records(Run *run) { return run->witnesses[run->ep
 void change_state(Run *run, const CoordEnv *env, uint8_t to);
 /* The next round is decided: freeze its inputs now; a tick in a later slot starts it (the seed). */
 void freeze_round_inputs(Run *run, const CoordEnv *env);
-void end_round(Run *run, const CoordEnv *env); /* the round is over: next round's inputs freeze, or Cooldown */
+void end_round(Run *run, const CoordEnv *env); /* the round is over: the next starts (or waits for a seed), or Cooldown */
 /* True once `duration` seconds of the current phase have passed. */
 bool phase_over(const Run *run, const CoordEnv *env, uint64_t duration);
 void start_waiting_for_members(Run *run, const CoordEnv *env);

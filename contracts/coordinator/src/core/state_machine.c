@@ -1,6 +1,7 @@
 /* Phases and their timeouts (psyche-reference 1.4-1.6), with round seeds nobody can compute before the
-   inputs they depend on are final, fixed one round ahead so clients can train back to back. All times are
-   whole seconds of chain time. */
+   inputs they depend on are final, fixed one round ahead so clients can train back to back, and rounds
+   that follow one another in the instruction that decides a step: no transaction between them. All times
+   are whole seconds of chain time. */
 #include "internal.h"
 
 const Round *coord_current_round(const Run *run) {
@@ -44,11 +45,14 @@ void change_state(Run *run, const CoordEnv *env, uint8_t to) {
   event.height = round->height;
   event.random_seed = round->random_seed;
   event.timestamp = env->now;
+  bool rounds = to == RUN_STATE_ROUND_TRAIN || to == RUN_STATE_ROUND_WITNESS;
   run->run_state = to;
   run->run_state_start = env->now;
-  run->seed_pending = false; /* a pending seed belongs to the phase it froze in */
-  run->seed_slot = 0;
-  sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
+  run->seed_pending = false; /* a wait for a seed belongs to the phase it began in */
+  if (!rounds) { /* inputs frozen at a round's start feed a later round of the same epoch, or nothing */
+    run->seed_slot = 0;
+    sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
+  }
   coord_emit(EVENT_RUN_STATE_CHANGED, &event, sizeof(event));
 }
 
@@ -67,30 +71,34 @@ void withdraw_all(Run *run) {
 /* The hash of the first block at or after `slot`, when SlotHashes proves it is the first: an entry older
    than `slot` is listed too, so no block between them has aged out (SlotHashes lists the last 512 blocks,
    newest first; slots without a block are absent). False when the slot is too old to tell: then the hash
-   that would serve may have been public for minutes, and the inputs freeze again instead. */
+   that would serve may have been public for minutes, and the inputs freeze again instead. A binary
+   search: the deciding witness of a long round would otherwise walk every block since the round began. */
 static bool slot_hash_from(const CoordEnv *env, uint64_t slot, uint8_t out[32]) {
   if (env->slot_hashes == NULL || env->slot_hashes_len < 8) return false;
   uint64_t count = sol_min_u64(sol_get_u64(env->slot_hashes), (env->slot_hashes_len - 8) / 40);
-  bool found = false;
-  for (uint64_t i = 0; i < count; i++) {
-    const uint8_t *entry = env->slot_hashes + 8 + 40 * i;
-    if (sol_get_u64(entry) < slot) return found;
-    sol_memcpy(out, entry + 8, 32);
-    found = true;
+  const uint8_t *entries = env->slot_hashes + 8;
+  uint64_t lo = 0, hi = count; /* the first entry older than `slot` is at index lo once lo == hi */
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (sol_get_u64(entries + 40 * mid) < slot) hi = mid;
+    else lo = mid + 1;
   }
-  return false;
+  if (lo == 0 || lo == count) return false; /* no block at or after `slot` yet, or none older listed */
+  sol_memcpy(out, entries + 40 * (lo - 1) + 8, 32);
+  return true;
 }
 
-/* A new seed: sha256(previous seed || hash of the slot the inputs froze in || digest of the witness records
-   of the round that ended)[0..8]. The instruction that freezes the inputs (after it, no witness record or
-   healthy set it depends on can change) runs in that slot, whose hash does not exist until the slot is
-   over: neither its sender nor any witness can know the seed in advance, and no later sender can change
-   an input. What is left is the slot leader's influence on its own block. */
+/* A new seed: sha256(previous seed || hash of the slot the inputs froze in)[0..8]. The instruction that
+   freezes the inputs (after it, no healthy set they depend on can change) runs in that slot, whose hash
+   does not exist until the slot is over: neither its sender nor anyone else can know the seed in advance,
+   and no later sender can change an input. What is left is the slot leader's influence on its own block.
+   No witness record feeds it: the inputs freeze when a round starts, before that round's records exist,
+   and a record written after the freeze (its weights digest is free) could be ground against a known hash. */
 static uint64_t derive_seed(const Run *run, const uint8_t frozen[32]) {
   uint8_t last[8], digest[32];
   sol_put_u64(last, run->last_seed);
-  SolBytes parts[3] = {{last, 8}, {frozen, 32}, {coord_current_round(run)->witness_digest, 32}};
-  coord_sha256(parts, 3, digest);
+  SolBytes parts[2] = {{last, 8}, {frozen, 32}};
+  coord_sha256(parts, 2, digest);
   return sol_get_u64(digest);
 }
 
@@ -104,17 +112,25 @@ static uint64_t follow_seed(uint64_t seed) {
   return sol_get_u64(digest);
 }
 
-void freeze_round_inputs(Run *run, const CoordEnv *env) {
-  run->seed_pending = true;
+/* Freeze the inputs of a later round's seed in this slot: the healthy clients now. */
+static void freeze_inputs(Run *run, const CoordEnv *env) {
   run->seed_slot = env->slot;
   sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
   for (uint64_t i = 0; i < run->epoch.clients_len; i++)
     if (run->clients[i].state == CLIENT_STATE_HEALTHY) coord_set_bit(run->seed_mask, i);
 }
 
+/* Freeze them and wait: the next round starts from a later slot, once this one's hash exists. */
+void freeze_round_inputs(Run *run, const CoordEnv *env) {
+  freeze_inputs(run, env);
+  run->seed_pending = true;
+}
+
 /* Round h starts with the seed and trainers fixed when round h-1 started, so every client knew its batch
    one round ahead (it trains back to back, prefetching data); the seed and trainers derived now, from the
-   inputs that froze at round h-1's end, are round h+1's. */
+   inputs that froze when round h-1 started (or, for an epoch's first round, when Warmup ended), are round
+   h+1's. The inputs freeze again now, for round h+2: the instruction that ends round h (a later slot)
+   derives its seed and starts round h+1 at once. */
 static void start_round_train(Run *run, const CoordEnv *env, const uint8_t frozen[32]) {
   EpochState *epoch = &run->epoch;
   uint64_t seed = derive_seed(run, frozen);
@@ -154,6 +170,18 @@ static void start_round_train(Run *run, const CoordEnv *env, const uint8_t froze
   run->last_seed = seed;
   if (first) run->next_active++; /* this epoch's joins are consumed: joining again means the next epoch */
   change_state(run, env, RUN_STATE_ROUND_TRAIN);
+  freeze_inputs(run, env);
+}
+
+/* The round is over: the next starts in this instruction when the inputs frozen at this round's start
+   have a hash SlotHashes proves (this runs in a later slot, as a deciding witness almost always does).
+   In the slot they froze in, the next round waits for a tick from a later slot; when SlotHashes no
+   longer reaches back to that slot (a round of minutes), they freeze again now. */
+static void start_next_round(Run *run, const CoordEnv *env) {
+  uint8_t frozen[32];
+  if (env->slot <= run->seed_slot) run->seed_pending = true;
+  else if (slot_hash_from(env, run->seed_slot, frozen)) start_round_train(run, env, frozen);
+  else freeze_round_inputs(run, env);
 }
 
 void start_waiting_for_members(Run *run, const CoordEnv *env) {
@@ -247,10 +275,10 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   change_state(run, env, RUN_STATE_WARMUP);
 }
 
-/* The round is over (its step was decided, or its witness time ran out): the next one, if any, waits for
-   its seed. A step is trained in its round and attested in the next, so when the epoch must end (its time
-   is up, or the run's last step is near) one more round trains nothing and only attests the last trained
-   step: Cooldown then applies everything that was trained. */
+/* The round is over (its step was decided, or its witness time ran out): the next one, if any, starts. A
+   step is trained in its round and attested in the next, so when the epoch must end (its time is up, or
+   the run's last step is near) one more round trains nothing and only attests the last trained step:
+   Cooldown then applies everything that was trained. */
 void end_round(Run *run, const CoordEnv *env) {
   EpochState *epoch = &run->epoch;
   const Round *round = coord_current_round(run);
@@ -271,7 +299,7 @@ void end_round(Run *run, const CoordEnv *env) {
     change_state(run, env, RUN_STATE_COOLDOWN);
     return;
   }
-  freeze_round_inputs(run, env);
+  start_next_round(run, env);
 }
 
 /* Cooldown timeout: the epoch is over. Healthy finishers earn their share (MEDIAN_SHARE for a median
