@@ -146,8 +146,12 @@ def test_warmup_prepares_the_weights_then_says_ready_on_a_timer_and_witnesses_on
     assert of(d.feed(), PrepareEpoch) == []
     out = d.feed(EpochPrepared(0, True, digest=7))
     assert of(out, AnnounceReady) == [AnnounceReady(0)] and of(out, Allow)
-    assert of(d.feed(TimerFired(), dt=0.5), AnnounceReady) == []  # a fixed timer, not every wakeup
+    assert of(d.feed(TimerFired(), dt=0.5), AnnounceReady) == []  # a timer, not every wakeup
     assert of(d.feed(TimerFired(), dt=0.6), AnnounceReady) == [AnnounceReady(0)]
+    # then twice as long each time, up to 10 s: a long Warmup stays far from the per-round gossip cap
+    assert of(d.feed(TimerFired(), dt=1.5), AnnounceReady) == []
+    sent = [bool(of(d.feed(TimerFired(), dt=0.5), AnnounceReady)) for _ in range(600)]  # 300 s more
+    assert sent.index(True) == 0 and 20 <= sum(sent) <= 40
     assert of(d.feed(PeerReady(1, 0)), WarmupWitness) == []
     assert of(d.feed(PeerReady(2, 0)), WarmupWitness) == [WarmupWitness(0)]
     assert of(d.feed(PeerReady(2, 0)), WarmupWitness) == []
@@ -318,6 +322,23 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
     assert not of(d.feed(ResultHeld(2, withheld, commitment(2, withheld))), SubmitWitness)
     (again,) = of(d.feed(TimerFired(), dt=1.1), SubmitWitness)
     assert withheld in again.results.indices
+
+
+def test_a_result_announced_but_not_yet_fetched_is_waited_for_longer_than_a_silent_one(core):
+    """A slow fetch (a loaded machine, a far link) is not a withheld result: with the signed announcement
+    in hand the seat waits three graces before it leaves the result out."""
+    d = seated_driver(core, round_step=3)
+    assignment = d.view().rounds[2].assignment
+    slow = next(i for i in assignment if i != d.me)
+    d.feed(PeerResult(slow, d.result(2, slow)))
+    for index in assignment:
+        if index != slow:
+            d.feed(ResultHeld(2, index, commitment(2, index)))
+    grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
+    assert not of(d.feed(TimerFired(), dt=grace + 0.1), SubmitWitness)
+    assert not of(d.feed(TimerFired(), dt=grace), SubmitWitness)
+    (submitted,) = of(d.feed(TimerFired(), dt=grace), SubmitWitness)
+    assert slow not in submitted.results.indices
 
 
 def test_the_epochs_first_step_is_waited_for_until_the_training_time_is_up(core):

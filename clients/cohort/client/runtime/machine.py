@@ -51,7 +51,8 @@ CHECKED_STEPS = 8  # applied steps whose lists we keep for the checks their seed
 class Timing:
     """How long the client waits for things (seconds of its own clock)."""
 
-    ready_every: float = 1.0  # Ready is re-announced on this fixed timer during Warmup
+    ready_every: float = 1.0  # Ready is re-announced during Warmup after this, then twice as long each
+    ready_every_max: float = 10.0  # time, up to this (a long Warmup must not use up the per-round gossip cap)
     tick_turn: float = 0.4  # a due tick waits this long per position before this client sends it
     tick_retry: float = 0.2  # a tick that landed in the freeze slot itself (SeedPending) is resent soon
     fetch_retry: float = 0.5  # a failed fetch is tried again (other holders) after at most this
@@ -64,6 +65,11 @@ class Timing:
         enough for a slow honest trainer, short enough that withholding costs little (config-derived). The
         epoch's first step (fresh processes, cold caches) is waited for until the training time is up."""
         return max(2.0, max_round_train_time / 3)
+
+    # a result whose signed announcement is in hand is on its way (its fetch runs or retries): it is waited
+    # for this many graces. A trainer that announces and never serves is left out after that and dropped
+    # by the health rule: it stalls one round of its epoch, by a bounded time.
+    ANNOUNCED_GRACES = 3
 
     @staticmethod
     def fetch_deadline(max_round_train_time: int) -> float:
@@ -419,6 +425,7 @@ class ClientMachine:
         self.unreported: dict[tuple[int, int], str] = {}  # (step, trainer) -> failure, until a report lands
         self.ready: set[int] = set()
         self.ready_at = 0.0
+        self.ready_sent = 0
         self.warmup_witnessed = False
         self.saving = False
         self.voted = False
@@ -727,7 +734,9 @@ class ClientMachine:
             return out
         out += self._allow()
         if now >= self.ready_at:
-            self.ready_at = now + self.timing.ready_every
+            t = self.timing
+            self.ready_at = now + min(t.ready_every * 2**self.ready_sent, t.ready_every_max)
+            self.ready_sent += 1
             out.append(AnnounceReady(epoch))
         self.ready.add(me.index)
         healthy = {c.index for c in run.clients if c.healthy}
@@ -988,8 +997,9 @@ class ClientMachine:
 
     def _witness(self, now: float) -> list[Action]:
         """A seat submits its record of the previous step's results: once all expected are in hand, or a
-        bounded grace after a strict majority arrived, or when the round's training time is up; and replaces
-        it while the round is undecided if it holds something else now."""
+        bounded grace after a strict majority arrived (longer while a missing one was announced: its fetch is
+        under way), or when the round's training time is up; and replaces it while the round is undecided
+        if it holds something else now."""
         view = self.view
         assert view is not None
         run, current = view.run, view.current
@@ -1014,9 +1024,13 @@ class ClientMachine:
             book.majority_at = now
         submitted = self.witnessed.get(current.step)
         if submitted is None:
-            grace = book.majority_at is not None and step > self.start_step and \
-                now - book.majority_at >= Timing.witness_grace(run.config.max_round_train_time)  # fmt: skip
-            if not (expected <= set(held) or grace or run.state == RunState.RoundWitness):
+            grace = 0.0
+            if book.majority_at is not None and step > self.start_step:
+                grace = Timing.witness_grace(run.config.max_round_train_time)
+                if any(i in book.announced for i in expected - set(held)):
+                    grace *= Timing.ANNOUNCED_GRACES  # on its way: a slow fetch is not a withheld result
+            waited = grace > 0 and now - book.majority_at >= grace  # type: ignore[operator]
+            if not (expected <= set(held) or waited or run.state == RunState.RoundWitness):
                 return []
         elif submitted[0] == results.root or now - submitted[1] < self.timing.resubmit_every:
             return []
@@ -1105,6 +1119,7 @@ class ClientMachine:
         self.unreported.clear()
         self.ready.clear()
         self.ready_at = 0.0
+        self.ready_sent = 0
         self.warmup_witnessed = False
         self.saving = False
         self.members_nonce = None
