@@ -85,16 +85,24 @@ def free_port_pair() -> int:
 
 def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL it after `grace` seconds."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
+    stop_processes([process], grace)
+
+
+def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """SIGTERM every process group at once, then SIGKILL those still running `grace` seconds later: each
+    leaves on its own (a trainer sends its exit_run), and one after another many would take minutes."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in running:
+        try:
+            process.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 FAILURE_EVENTS = ("left_epoch", "task_failed", "bad_result", "train_failed", "follower_restarted", "replica_drift")
@@ -192,9 +200,7 @@ class LocalRun:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for trainer in self.trainers:
-            if trainer.process is not None:
-                await asyncio.to_thread(stop_process, trainer.process)
+        await asyncio.to_thread(stop_processes, [t.process for t in self.trainers if t.process is not None])
         await self.rpc.close()
         self.stop_localnet()
         if self._tmp is not None:
