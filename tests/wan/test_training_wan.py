@@ -36,4 +36,3 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
             assert len(ends) == 3 and len(set(ends)) == 1, (epoch, ends)
         trained = {e["step"] for t in trainers for e in t.events("trained")}
         assert len(trained) >= 8, trained  # two epochs of four or more steps (one flush round each)
-

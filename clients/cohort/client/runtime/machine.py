@@ -1024,12 +1024,12 @@ class ClientMachine:
             book.majority_at = now
         submitted = self.witnessed.get(current.step)
         if submitted is None:
-            grace = 0.0
+            waited = False
             if book.majority_at is not None and step > self.start_step:
                 grace = Timing.witness_grace(run.config.max_round_train_time)
                 if any(i in book.announced for i in expected - set(held)):
                     grace *= Timing.ANNOUNCED_GRACES  # on its way: a slow fetch is not a withheld result
-            waited = grace > 0 and now - book.majority_at >= grace  # type: ignore[operator]
+                waited = now - book.majority_at >= grace
             if not (expected <= set(held) or waited or run.state == RunState.RoundWitness):
                 return []
         elif submitted[0] == results.root or now - submitted[1] < self.timing.resubmit_every:

@@ -333,12 +333,7 @@ static void end_epoch(Run *run, const CoordEnv *env) {
    never a fallback to a hash that has long been public. */
 static uint64_t start_pending_round(Run *run, const CoordEnv *env) {
   if (env->slot <= run->seed_slot) return ERR_SEED_PENDING;
-  uint8_t frozen[32];
-  if (!slot_hash_from(env, run->seed_slot, frozen)) {
-    freeze_round_inputs(run, env);
-    return SUCCESS;
-  }
-  start_round_train(run, env, frozen);
+  start_next_round(run, env);
   return SUCCESS;
 }
 
