@@ -110,6 +110,13 @@ class Driver:
         self.host.decide(ResultsList.of(1, held).root)
         return self.feed(), held
 
+    def past_the_first_round(self) -> list:
+        """Started, and round 1 (which attests nothing) decided: round 2 runs."""
+        self.start()
+        self.host.decide(ResultsList.of(0, {}).root)
+        self.host.start_pending()
+        return self.feed()
+
     def start(self) -> list:
         """Join, warm up (prepared, everyone ready) and enter the epoch's first round."""
         self.host.to_warmup()
@@ -253,10 +260,7 @@ def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
 
 def test_a_step_its_round_did_not_decide_applies_nothing_everywhere(core):
     d = Driver(core)
-    d.start()
-    d.host.decide(ResultsList.of(0, {}).root)
-    d.host.start_pending()
-    d.feed()
+    d.past_the_first_round()
     config = d.host.run().config
     for k, index in enumerate(list(d.host.seats())[:2]):  # two seats, two different roots: no majority
         assert d.host.witness(index, bytes([k + 1]) * 32) == 0
@@ -445,10 +449,7 @@ def test_matching_digests_keep_the_client_in(core):
 
 def test_cooldown_applies_everything_decided_then_saves_and_votes(core):
     d = Driver(core)
-    d.start()
-    d.host.decide(ResultsList.of(0, {}).root)
-    d.host.start_pending()
-    d.feed()
+    d.past_the_first_round()
     d.host.advance(d.host.run().config.epoch_time)  # the epoch runs out during round 2
     d.host.decide(ResultsList.of(1, {}).root)  # round 2 ends: last_step set, round 3 is the flush
     d.host.start_pending()
@@ -462,6 +463,28 @@ def test_cooldown_applies_everything_decided_then_saves_and_votes(core):
     assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, d.host.run().progress.step)]
     out = d.feed(Saved(0, d.host.run().progress.step, b"\x07" * 32, "abc"))
     assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, d.host.run().progress.step, b"\x07" * 32)]
+
+
+def test_a_cooldown_that_ends_before_our_last_apply_is_finished_late_then_voted(core):
+    d = Driver(core)
+    d.past_the_first_round()
+    d.host.advance(d.host.run().config.epoch_time)
+    d.host.decide(ResultsList.of(1, {}).root)
+    d.host.start_pending()
+    d.feed()
+    (train,) = of(d.feed(TrainFailed(0, 1, "aborted")), Train)
+    d.host.decide(ResultsList.of(2, {}).root)
+    assert d.host.run().state == "Cooldown" and not of(d.feed(), SaveCheckpoint)  # still training step 2
+    d.host.advance(d.host.run().config.cooldown_time + 1)
+    d.host.tick()
+    assert d.host.run().state == "WaitingForMembers"
+    out = d.feed()
+    assert not emitted(out, "left_epoch") and not of(out, LeaveEpoch)  # what was decided is final: finish it
+    out = d.feed(Trained(0, 2, train.batch, commitment(2, 0), 100, 5.0, 1024, 0.5))
+    step = d.host.run().progress.step
+    assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, step)]
+    out = d.feed(Saved(0, step, b"\x07" * 32, "abc"))
+    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, step, b"\x07" * 32)]
 
 
 def test_stop_waits_for_training_in_flight_then_leaves_and_finishes(core):

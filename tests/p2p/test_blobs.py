@@ -163,6 +163,37 @@ async def test_stalled_provider_costs_the_progress_deadline(swarm):
     assert time.monotonic() - started < 5
 
 
+async def test_a_provider_that_does_not_answer_is_hedged_not_waited_for(make_transport):
+    data = os.urandom(50_000)
+    h = blob_hash(data)
+    keys = [NodeKey.generate() for _ in range(3)]
+    allow = Allowlist(k.node_id for k in keys)
+
+    async def silent(peer, request, reply):  # a peer whose process hangs before it answers
+        await asyncio.sleep(3600)
+
+    store = BlobStore()
+    store.put(data, 0)
+    mute = await make_transport(keys[1], allow, {BLOB_PROTOCOL: (silent, 32)})
+    holds = await make_transport(keys[2], allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, 32)})
+    client = await make_transport(keys[0], allow)
+    fetcher = BlobFetcher(client, BlobStore(), FetchPolicy(open_timeout=20, hedge_after=0.3))
+    started = time.monotonic()
+    result = await fetcher.fetch_detailed(h, [mute.address, holds.address])
+    assert result.data == data and result.provider == holds.address.node_id
+    assert time.monotonic() - started < 5  # the hedge, not the 20 s open timeout
+    assert result.failed == ()  # the silent attempt was cancelled, not failed
+
+
+async def test_a_streaming_provider_is_not_hedged(swarm):
+    data = os.urandom(12 << 20)  # twelve 1 MiB reads of 0.05 s each: it streams well past the hedge time
+    h = blob_hash(data)
+    slow, other = CountingSource({h: data}), CountingSource({h: data})
+    fetcher, providers = await swarm(slow, other, policy=FetchPolicy(hedge_after=0.3))
+    assert await fetcher.fetch(h, providers) == data
+    assert (slow.requests, other.requests) == (1, 0)
+
+
 async def test_concurrency_is_bounded_and_fetches_are_shared(swarm):
     blobs = {blob_hash(d): d for d in (os.urandom(10_000) for _ in range(6))}
     source = CountingSource(blobs)

@@ -1,4 +1,10 @@
-"""Fetching blobs: the announced provider first, then other holders, until one gives verified bytes.
+"""Fetching blobs: the given providers in order, until one gives verified bytes.
+
+Attempts are hedged: when a provider has not begun its answer (the length header) within `hedge_after`,
+the next one is asked alongside it, up to `max_parallel` at once; the first verified answer wins and the
+others are cancelled. A dead or far provider then costs about `hedge_after`, not `open_timeout`, and a
+lost packet on one path no longer stalls a round. A provider that is already streaming is never hedged
+(large blobs are not fetched twice).
 
 Each attempt is bounded three times: `open_timeout` to connect and get an answer,
 `progress_timeout` for every chunk of the body (a provider that sends nothing for that long is
@@ -41,10 +47,14 @@ class FetchPolicy:
     max_concurrent: int = 8
     min_rate: float = 256 << 10  # bytes per second a provider must average over a whole blob
     deadline_slack: float = 10.0
+    hedge_after: float = 1.0  # seconds without an answer's header before the next provider is asked too
+    max_parallel: int = 3  # attempts of one fetch at once
 
     def __post_init__(self) -> None:
-        if self.open_timeout <= 0 or self.progress_timeout <= 0:
+        if self.open_timeout <= 0 or self.progress_timeout <= 0 or self.hedge_after <= 0:
             raise ValueError("timeouts must be positive")
+        if self.max_parallel < 1:
+            raise ValueError("max_parallel must be >= 1")
         if self.min_rate <= 0 or self.deadline_slack <= 0:
             raise ValueError("min_rate and deadline_slack must be positive")
         if self.max_size < 0:
@@ -187,22 +197,41 @@ class BlobFetcher:
     ) -> Fetched:
         attempts: list[Attempt] = []
         seen: set[NodeId] = {self.transport.node_id}
-        for peer in providers:
-            if peer.node_id in seen:
-                continue
-            seen.add(peer.node_id)
-            try:
-                data = await self._fetch_from(peer, blob, limit, progress)
-            except (TransportError, _BadProvider) as e:
-                log.info("blob %s from %r failed: %s", blob.hex()[:16], peer.node_id, e)
-                attempts.append(Attempt(peer.node_id, f"{type(e).__name__}: {e}"))
-                continue
-            self.bytes_fetched += len(data)
-            return Fetched(data, peer.node_id, tuple(attempts))
-        raise BlobFetchError(blob, attempts)
+        queue: list[PeerAddress] = []
+        for peer in providers:  # each node once, at its first place
+            if peer.node_id not in seen:
+                seen.add(peer.node_id)
+                queue.append(peer)
+        queue.reverse()  # popped from the end: the caller's order
+        running: dict[asyncio.Task[bytes], PeerAddress] = {}
+        answering: set[NodeId] = set()  # providers whose header arrived: streaming, not to be hedged
+        try:
+            while queue or running:
+                streaming = running and all(p.node_id in answering for p in running.values())
+                if queue and len(running) < self.policy.max_parallel and not streaming:
+                    peer = queue.pop()
+                    running[asyncio.create_task(self._fetch_from(peer, blob, limit, progress, answering))] = peer
+                hedge = self.policy.hedge_after if queue else None
+                done, _ = await asyncio.wait(running, timeout=hedge, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    peer = running.pop(task)
+                    try:
+                        data = task.result()
+                    except (TransportError, _BadProvider) as e:
+                        log.info("blob %s from %r failed: %s", blob.hex()[:16], peer.node_id, e)
+                        attempts.append(Attempt(peer.node_id, f"{type(e).__name__}: {e}"))
+                        continue
+                    self.bytes_fetched += len(data)
+                    return Fetched(data, peer.node_id, tuple(attempts))
+            raise BlobFetchError(blob, attempts)
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
     async def _fetch_from(
-        self, peer: PeerAddress, blob: bytes, limit: int, progress: Progress | None
+        self, peer: PeerAddress, blob: bytes, limit: int, progress: Progress | None, answering: set[NodeId]
     ) -> bytes:
         policy = self.policy
         loop = asyncio.get_running_loop()
@@ -214,6 +243,7 @@ class BlobFetcher:
             try:
                 header = await self._read_exactly(reply, LENGTH_PREFIX.size, deadline)
                 (size,) = LENGTH_PREFIX.unpack(header)
+                answering.add(peer.node_id)
                 if size > limit:
                     raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
                 started = loop.time()

@@ -329,10 +329,10 @@ class Effects:
 
     # -- peers --------------------------------------------------------------------------------------
     def _Fetch(self, action: Fetch) -> None:
-        self.c.exchange.fetch(action.step, action.sender, action.commitment, action.batch)
+        self.c.exchange.fetch(action.step, action.sender, action.commitment, action.batch, action.decided)
 
     def _FetchList(self, action: FetchList) -> None:
-        self.c.exchange.fetch_list(action.step, action.root, action.holders, len(self.c.latest.clients))  # type: ignore[union-attr]
+        self.c.exchange.fetch_list(action.step, action.root, action.holders, action.clients)
 
     # -- transactions -------------------------------------------------------------------------------
     def _SubmitWitness(self, action: SubmitWitness) -> None:

@@ -97,19 +97,21 @@ class Exchange:
         self.node.store.put_verified(results.root, results.encode(), results.step)
 
     # -- fetching -----------------------------------------------------------------------------------
-    def _providers(self, first: int | None) -> list[PeerAddress]:
-        """Holders to ask: `first` (the announcer, or a list's witnesses), then the other members in random
-        order (holders re-serve what they checked, so a result spreads instead of every client fetching
-        it from its trainer)."""
-        others = [a for i, a in self.members.items() if i != first]
+    def _providers(self, trainer: int | None, trainer_last: bool = False) -> list[PeerAddress]:
+        """Holders to ask: the other members in random order (holders re-serve what they checked, so a
+        result spreads instead of every client fetching it from its trainer), with its trainer first while
+        only it may hold it, last once the seats that decided it do."""
+        others = [a for i, a in self.members.items() if i != trainer]
         random.shuffle(others)
-        head = [self.members[first]] if first is not None and first in self.members else []
-        return head + others
+        own = [self.members[trainer]] if trainer is not None and trainer in self.members else []
+        return others + own if trainer_last else own + others
 
-    def fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None) -> None:
-        self._spawn(self._fetch(step, sender, commitment, batch))
+    def fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None,
+              decided: bool = False) -> None:  # fmt: skip
+        self._spawn(self._fetch(step, sender, commitment, batch, decided))
 
-    async def _fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None) -> None:
+    async def _fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None,
+                     decided: bool) -> None:  # fmt: skip
         held = self.node.store.get(commitment)
         if held is not None:
             self.post(ResultHeld(step, sender, commitment))
@@ -117,7 +119,7 @@ class Exchange:
         size = self.payload_size()
         try:
             async with asyncio.timeout(FETCH_DEADLINE):
-                data = await self.node.fetcher.fetch(commitment, self._providers(sender), max_size=size)
+                data = await self.node.fetcher.fetch(commitment, self._providers(sender, decided), max_size=size)
         except (BlobFetchError, OSError, TimeoutError) as e:
             self.post(ResultFailed(step, sender, commitment, False, str(e) or "fetch timed out"))
             return

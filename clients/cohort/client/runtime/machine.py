@@ -254,6 +254,7 @@ class Fetch:
     sender: int
     commitment: bytes
     batch: tuple[int, int] | None  # the batch the chain gave the trainer (its payload must say so)
+    decided: bool = False  # the seats that decided it hold it: its trainer is asked last, not first
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class FetchList:
     step: int
     root: bytes
     holders: tuple[int, ...]  # the seats whose record holds this root: they serve it
+    clients: int  # the epoch's client count (entries index it)
 
 
 @dataclass(frozen=True)
@@ -396,6 +398,7 @@ class ClientMachine:
         self.finished = False
         # membership
         self.epoch: int | None = None  # the epoch we are a prepared member of
+        self.ended: ChainView | None = None  # our epoch's last Cooldown view: what a late finish applies
         self.preparing: int | None = None
         self.weights_epoch: int | None = None  # the epoch whose starting weights the model holds
         self.saved_manifest: tuple[int, bytes] | None = None  # (step, manifest) of our last epoch-end save
@@ -441,6 +444,8 @@ class ClientMachine:
         match event:
             case ChainUpdate(view):
                 self.view = view
+                if view.run.state == RunState.Cooldown and view.run.progress.epoch == self.epoch:
+                    self.ended = view
                 pending, self.pending = self.pending, []
                 for sender, result in pending:
                     out += self._on_result(sender, result)
@@ -684,9 +689,7 @@ class ClientMachine:
         assert view is not None
         run, out = view.run, []
         if self.epoch is not None:  # the epoch ended while we were still in it
-            out += [Emit("left_epoch", {"epoch": self.epoch, "reason": "the epoch ended before our Cooldown"})]
-            self.epoch = None
-            self.weights_epoch = None
+            out += self._finish_late(now)
         out += self._vote(now)
         entry = next((e for e in run.registry if e.signer == self.wallet), None)
         marker = run.progress.epoch
@@ -696,6 +699,31 @@ class ClientMachine:
             self._send("join")
             out.append(Join(self.throughput()))
         return out
+
+    def _finish_late(self, now: float) -> list[Action]:
+        """The chain's Cooldown ended before we applied the epoch's last steps (a far or slow client): what
+        it decided is final, so finish from its last Cooldown view (apply, save, then vote while votes are
+        taken) rather than drop the epoch. Given up, without exit_run (our next join may have landed),
+        when there is no such view or the decided results cannot be had within the fetch deadline."""
+        live, ended = self.view, self.ended
+        if ended is None or ended.run.progress.epoch != self.epoch:
+            out: list[Action] = [Emit("left_epoch", {"epoch": self.epoch, "reason": "the epoch ended before our Cooldown"})]
+            self._forget_epoch()
+            return out
+        self.view = ended
+        try:
+            out = self._cooldown(now)
+        finally:
+            self.view = live
+        if any(isinstance(a, LeaveEpoch) for a in out):
+            self.inflight.discard("leave")
+            out = [a for a in out if not isinstance(a, LeaveEpoch)]
+        return out
+
+    def _forget_epoch(self) -> None:
+        self._reset_epoch()
+        self.epoch = None
+        self.weights_epoch = None
 
     def throughput(self) -> int:
         """The median tokens/s of our last trained steps (0 before any): what a join declares, so the chain
@@ -723,6 +751,8 @@ class ClientMachine:
         assert view is not None
         run, me, out = view.run, view.me, []
         epoch = run.progress.epoch
+        if self.epoch is not None and self.epoch != epoch:  # the last epoch first (its save decides our plan)
+            return self._finish_late(now)
         if me is None or not me.healthy:
             return out
         if self.epoch != epoch:
@@ -859,7 +889,7 @@ class ClientMachine:
                     out.append(Apply(self.epoch, step, tuple(c for _, c in results.entries)))  # type: ignore[arg-type]
                     return out
                 given = view.rounds[step].assignment if step in view.rounds else {}
-                out += [Fetch(step, i, c, given.get(i)) for i, c in missing if self._may_fetch(step, i, c, now)]
+                out += [Fetch(step, i, c, given.get(i), decided=True) for i, c in missing if self._may_fetch(step, i, c, now)]
             if now - first_seen > Timing.fetch_deadline(view.run.config.max_round_train_time):
                 return out + self._leave(f"the results decided for step {step} could not be had in time")
             return out
@@ -934,7 +964,7 @@ class ClientMachine:
         self.list_wanted[root] = now + 3600.0  # until ListHeld says otherwise
         attesting = self.view.rounds.get(step + 1)  # type: ignore[union-attr]
         holders = tuple(r.index for r in (attesting.records or ()) if r.results_root == root) if attesting else ()
-        return [FetchList(step, root, holders)]
+        return [FetchList(step, root, holders, len(self.view.run.clients))]  # type: ignore[union-attr]
 
     def _may_fetch(self, step: int, sender: int, commitment: bytes, now: float) -> bool:
         """One fetch per commitment at a time, and per trainer: a member cannot take many fetch slots."""
@@ -1084,9 +1114,7 @@ class ClientMachine:
         epoch = self.epoch
         if epoch is None:
             return []
-        self._reset_epoch()
-        self.epoch = None
-        self.weights_epoch = None
+        self._forget_epoch()
         self.join_sent_for = None
         self._send("leave")
         return [LeaveEpoch(epoch, reason), Emit("left_epoch", {"epoch": epoch, "reason": reason})]
@@ -1123,3 +1151,4 @@ class ClientMachine:
         self.warmup_witnessed = False
         self.saving = False
         self.members_nonce = None
+        self.ended = None

@@ -2,11 +2,12 @@
 
 The chain's epoch list holds node ids, not addresses, and a fresh machine has no discovery service. So a
 client writes its direct addresses (and relay, if any) into the `endpoint` argument of `join_run`; the
-program checks it is printable ASCII and emits it in the `ClientJoined` event without storing it (no account
-space). Peers read the events of the run's recent transactions back (getSignaturesForAddress +
-getTransaction): the newest join of each node id wins. That works on any cluster, devnet included, and an
-address is never older than the epoch it joined for. The node id comes from the chain (bound to the
-wallet by the join's Ed25519 proof), never from the endpoint text.
+program checks it is printable ASCII and stores it in the wallet's Endpoint account (PDA
+`["endpoint", run, wallet]`, written only by that wallet's own join, closed by its exit). Peers read every
+member's account with one getMultipleAccounts per 100 members (`RunClient.endpoints`): it works on any
+cluster, devnet included, costs no transaction scan, and an address is never older than the epoch it
+joined for. The node id comes from the chain (bound to the wallet by the join's Ed25519 proof), never
+from the endpoint text.
 
 Endpoint text: space-separated `host:port` direct addresses, then optionally `relay=<url>`, e.g.
 `127.0.0.1:40121 [::1]:40122 relay=https://relay.example`.
