@@ -101,8 +101,8 @@ def Bytes(n: int | str) -> Array:
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 4,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
-    # (verification_percent, u32 round times, check seeds and failed-check tallies)
+    "VERSION": 5,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -315,7 +315,6 @@ Round = S(
     "Round",
     F("active_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that train in this round"),
     F("witnessed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that have a witness record this round"),
-    F("witness_digest", Bytes(32), "running sha256 over the witness records submitted (feeds a later seed)"),
     F("decided_root", Bytes(32), "the results root a strict majority of seats attested (when decided)"),
     F("data_index", U64, "first sequence index of the round"),
     F("random_seed", U64),

@@ -8,16 +8,14 @@ static uint64_t find_record(const Witness *records, uint64_t len, uint16_t index
   return NOT_FOUND;
 }
 
-/* Store a record (a new one, or a witness's replacement of its own) and chain it into the round's digest,
-   which feeds a later seed. */
+/* Store a record (a new one, or a witness's replacement of its own). No record feeds a seed: the seed a
+   decision fixes was frozen when its round began, so a witness cannot grind its record for a seat. */
 static void record_witness(Run *run, uint64_t at, const Witness *witness) {
   Round *round = current_round(run);
   Witness *records = current_records(run);
   records[at] = *witness;
   if (at == round->witnesses_len) round->witnesses_len++;
   coord_set_bit(round->witnessed_mask, witness->index);
-  SolBytes parts[2] = {{round->witness_digest, 32}, {(const uint8_t *)witness, sizeof(Witness)}};
-  coord_sha256(parts, 2, round->witness_digest);
 }
 
 /* Warmup: a member says it has loaded the model. Once witness_nodes members did, training starts early.

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 4
+#define COORD_VERSION 5
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -269,7 +269,6 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Witness, weights_digest) == 72, "Witness.we
 typedef struct {
   uint8_t active_mask[COORD_PARTICIPANT_BITMAP_LEN];
   uint8_t witnessed_mask[COORD_PARTICIPANT_BITMAP_LEN];
-  uint8_t witness_digest[32];
   uint8_t decided_root[32];
   uint64_t data_index;
   uint64_t random_seed;
@@ -283,22 +282,21 @@ typedef struct {
   uint8_t decided;
   uint8_t _pad[7];
 } Round;
-SOL_STATIC_ASSERT(sizeof(Round) == 176, "Round layout");
+SOL_STATIC_ASSERT(sizeof(Round) == 144, "Round layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_mask) == 0, "Round.active_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnessed_mask) == 32, "Round.witnessed_mask");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, witness_digest) == 64, "Round.witness_digest");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_root) == 96, "Round.decided_root");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, data_index) == 128, "Round.data_index");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, random_seed) == 136, "Round.random_seed");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, weights_digest) == 144, "Round.weights_digest");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, height) == 152, "Round.height");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, batch_size) == 156, "Round.batch_size");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnesses_len) == 160, "Round.witnesses_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_count) == 162, "Round.active_count");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_votes) == 164, "Round.decided_votes");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, digest_votes) == 166, "Round.digest_votes");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided) == 168, "Round.decided");
-SOL_STATIC_ASSERT(__builtin_offsetof(Round, _pad) == 169, "Round._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_root) == 64, "Round.decided_root");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, data_index) == 96, "Round.data_index");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, random_seed) == 104, "Round.random_seed");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, weights_digest) == 112, "Round.weights_digest");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, height) == 120, "Round.height");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, batch_size) == 124, "Round.batch_size");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, witnesses_len) == 128, "Round.witnesses_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, active_count) == 130, "Round.active_count");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided_votes) == 132, "Round.decided_votes");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, digest_votes) == 134, "Round.digest_votes");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, decided) == 136, "Round.decided");
+SOL_STATIC_ASSERT(__builtin_offsetof(Round, _pad) == 137, "Round._pad");
 
 /* A revealed round seed, kept so checks can be reported after the round ring moved on. */
 typedef struct {
@@ -343,17 +341,17 @@ typedef struct {
   uint8_t cold_start_epoch;
   uint8_t _pad[6];
 } EpochState;
-SOL_STATIC_ASSERT(sizeof(EpochState) == 744, "EpochState layout");
+SOL_STATIC_ASSERT(sizeof(EpochState) == 616, "EpochState layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds) == 0, "EpochState.rounds");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 704, "EpochState.clients_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 708, "EpochState.rounds_head");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_step) == 712, "EpochState.start_step");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, last_step) == 716, "EpochState.last_step");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_timestamp) == 720, "EpochState.start_timestamp");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, members_nonce) == 728, "EpochState.members_nonce");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 736, "EpochState.first_round");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 737, "EpochState.cold_start_epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 738, "EpochState._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 576, "EpochState.clients_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 580, "EpochState.rounds_head");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_step) == 584, "EpochState.start_step");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, last_step) == 588, "EpochState.last_step");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, start_timestamp) == 592, "EpochState.start_timestamp");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, members_nonce) == 600, "EpochState.members_nonce");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 608, "EpochState.first_round");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 609, "EpochState.cold_start_epoch");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 610, "EpochState._pad");
 
 typedef struct {
   SolPubkey signer;
@@ -431,7 +429,7 @@ typedef struct {
   CheckSeed check_seeds[COORD_CHECK_WINDOW];
   FailedCheck failed_checks[COORD_CHECK_SLOTS];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 63272, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 63144, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -446,21 +444,21 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 56, "Run.seed_slot");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_mask) == 64, "Run.next_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 96, "Run.seed_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 128, "Run.epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 872, "Run.witnesses");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11112, "Run.clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38760, "Run.run_id");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38792, "Run.authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 38824, "Run.join_authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 38856, "Run.checkpointers");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 39112, "Run.metadata");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39512, "Run.config");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39576, "Run.model");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 40088, "Run.registry");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62616, "Run.registry_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62620, "Run._pad2");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62624, "Run.next_active");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62632, "Run.check_seeds");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63144, "Run.failed_checks");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 744, "Run.witnesses");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 10984, "Run.clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38632, "Run.run_id");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38664, "Run.authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 38696, "Run.join_authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 38728, "Run.checkpointers");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 38984, "Run.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39384, "Run.config");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39448, "Run.model");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 39960, "Run.registry");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62488, "Run.registry_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62492, "Run._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62496, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62504, "Run.check_seeds");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63016, "Run.failed_checks");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
