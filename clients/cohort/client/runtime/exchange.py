@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -117,9 +118,11 @@ class Exchange:
             self.post(ResultHeld(step, sender, commitment))
             return
         size = self.payload_size()
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(FETCH_DEADLINE):
-                data = await self.node.fetcher.fetch(commitment, self._providers(sender, decided), max_size=size)
+                fetched = await self.node.fetcher.fetch_detailed(commitment, self._providers(sender, decided), max_size=size)
+            data = fetched.data
         except (BlobFetchError, OSError, TimeoutError) as e:
             self.post(ResultFailed(step, sender, commitment, False, str(e) or "fetch timed out"))
             return
@@ -134,6 +137,8 @@ class Exchange:
             return
         self.bytes_received += len(data)
         self.node.store.put_verified(commitment, data, step)  # checked: now we serve it too
+        self.events.emit("fetched", step=step, sender=sender, seconds=round(time.perf_counter() - started, 3),
+                         from_trainer=self.by_node.get(fetched.provider.key) == sender, failed=len(fetched.failed))  # fmt: skip
         self.post(ResultHeld(step, sender, commitment))
 
     def fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
