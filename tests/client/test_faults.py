@@ -42,6 +42,7 @@ async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: 
                                     60, "the health check")  # fmt: skip
         assert dropped.progress.epoch == 1 and any(t.events("health_check") for t in survivors)
         after = await lr.wait_for(lambda r: r.progress.epoch >= 2, 120, "the end of epoch 1")
+        await lr.wait_for_events("epoch_end", 1, 30, trainers=survivors, epoch=1)  # a late finish may come after
         assert all(t.alive for t in survivors)
         ends = {t.name: [e for e in t.events("epoch_end") if e["epoch"] == 1] for t in survivors}
         assert all(len(e) == 1 for e in ends.values()), ends  # every survivor ended the epoch
@@ -56,6 +57,7 @@ async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: 
         # the same wallet again: it rejoins the next epoch (which needs it: init_min_clients = 4)
         restarted = lr.start_trainer("c3", (victim.wallet, victim.wallet_path))
         await lr.wait_for(lambda r: r.progress.epoch >= 3, 150, "epoch 2 with the restarted client")
+        await lr.wait_for_events("epoch_end", 1, 30, trainers=[*survivors, restarted], epoch=2)
         assert all(t.alive for t in [*survivors, restarted])
         assert [e["node_id"] for e in restarted.events("p2p_started")] == [node_id, node_id]
         loaded = [e for e in restarted.events("checkpoint_loaded") if e["epoch"] == 2]

@@ -66,6 +66,15 @@ def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path
     return path
 
 
+def recent_events(trainer: TrainerProcess, count: int = 12) -> str:
+    """A trainer's last `count` events, short: what a timed-out wait says about where it stood."""
+    shown = []
+    for e in trainer.events()[-count:]:
+        fields = {k: v for k, v in e.items() if k not in ("t", "event") and not isinstance(v, list | dict)}
+        shown.append(f"{e.get('event')} {fields}"[:160])
+    return " | ".join(shown)
+
+
 def free_port_pair() -> int:
     """A port p with p and p + 1 free on 127.0.0.1 (JSON-RPC and websocket)."""
     for _ in range(200):
@@ -331,7 +340,9 @@ class LocalRun:
             if not missing:
                 return
             if time.monotonic() > until:
-                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {count} {name} {fields} from {missing}")
+                tails = "; ".join(f"{t.name}: {recent_events(t)}" for t in chosen if t.name in missing)
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {count} {name} {fields} from {missing}"
+                                   f" (their last events: {tails})")  # fmt: skip
             await asyncio.sleep(0.25)
 
     async def wait_for(self, predicate: Callable[[Run], bool], timeout: float, what: str,
