@@ -1,5 +1,6 @@
 """A provider process killed (SIGKILL) mid-transfer: the fetch moves to another holder within the
-progress deadline instead of waiting out QUIC's 30 s idle timeout."""
+progress deadline instead of waiting out QUIC's 30 s idle timeout; restarted with the same key at a new
+address, it is asked at once, not through the dead connection."""
 
 from __future__ import annotations
 
@@ -56,3 +57,21 @@ async def test_provider_killed_mid_transfer(kind, make_transport, spawn_peer):
         assert "stalled" in result.failed[0].error
     assert doomed.proc.wait(timeout=10) == -signal.SIGKILL
     assert recovered < 2 * PROGRESS_DEADLINE + 5, f"took {recovered:.1f} s after the kill"
+
+
+async def test_a_restarted_provider_at_a_new_address_is_asked_at_once(kind, make_transport, spawn_peer, tmp_path):
+    # the same key, a new port (a client restarted): the old connection is not waited on
+    key_file = tmp_path / "peer.key"
+    peer_key = NodeKey.generate()
+    peer_key.save(key_file)
+    client_key = NodeKey.generate()
+    client = await make_transport(client_key, Allowlist([peer_key.node_id]))
+    fetcher = BlobFetcher(client, BlobStore())
+    for life in range(2):
+        peer = spawn_peer(kind, [client_key.node_id], "--random-blob", f"1:{life}", "--key-file", str(key_file))
+        started = time.monotonic()
+        result = await fetcher.fetch_detailed(peer.blobs[0], [peer.address])
+        assert result.provider == peer_key.node_id and not result.failed
+        assert time.monotonic() - started < 2.0, f"life {life}: {time.monotonic() - started:.1f} s"
+        peer.proc.send_signal(signal.SIGKILL)
+        peer.stop()

@@ -151,13 +151,18 @@ class BlobFetcher:
         if task is None:  # one network fetch per blob, however many callers want it
             task = asyncio.create_task(self._fetch_limited(blob, providers, limit, progress))
             self._inflight[blob] = task
-            task.add_done_callback(lambda _: self._inflight.pop(blob, None))
+            task.add_done_callback(lambda t: self._settled(blob, t))
             result = await asyncio.shield(task)
         else:
             result = await self._join(task, blob, providers, limit, progress)
         if self.store is not None and round is not None:
             self.store.put_verified(blob, result.data, round)
         return result
+
+    def _settled(self, blob: bytes, task: asyncio.Task[Fetched]) -> None:
+        self._inflight.pop(blob, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller that gave up (cancelled) leaves no "never retrieved" noise
 
     async def _join(
         self,

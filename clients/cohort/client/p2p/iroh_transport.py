@@ -5,7 +5,9 @@ One ALPN carries every protocol. Each request is one bidirectional stream:
     request  = u8 name length | protocol name | u32 body length | body | FIN
     response = u8 status | body (status OK) or UTF-8 message (error) | FIN
 
-One connection per peer is dialled and reused; incoming connections are accepted with
+One connection per peer is dialled and reused while the peer's address stays the same: a peer that
+restarted (same key, new port) answers nothing on the old connection until QUIC's idle timeout, so a
+new address redials at once. Incoming connections are accepted with
 `Endpoint.accept_next()` (no Python callbacks), so iroh never calls back into Python from its own
 threads. The bindings still keep one process-wide event loop (`uniffi_set_event_loop`): it is bound
 to the running loop while any endpoint is open, and starting an endpoint from a second, running loop
@@ -111,6 +113,7 @@ class IrohTransport(Transport):
         self._accept_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._outgoing: dict[NodeId, object] = {}
+        self._dialled: dict[NodeId, PeerAddress] = {}  # the address each outgoing connection was dialled at
         self._incoming: set[object] = set()
         self._dial_locks: dict[NodeId, asyncio.Lock] = {}
         self._max_frame = 0
@@ -156,6 +159,7 @@ class IrohTransport(Transport):
         for conn in [*self._outgoing.values(), *self._incoming]:
             _close_quietly(conn, 0, b"shutdown")
         self._outgoing.clear()
+        self._dialled.clear()
         self._incoming.clear()
         try:
             async with asyncio.timeout(5):
@@ -171,6 +175,7 @@ class IrohTransport(Transport):
 
     async def disconnect(self, node_id: NodeId) -> None:
         conn = self._outgoing.pop(node_id, None)
+        self._dialled.pop(node_id, None)
         if conn is not None:
             _close_quietly(conn, 0, b"stalled")
 
@@ -210,13 +215,13 @@ class IrohTransport(Transport):
     async def _connection(self, peer: PeerAddress):
         if self._endpoint is None:
             raise RuntimeError("transport not started")
-        conn = self._outgoing.get(peer.node_id)
-        if conn is not None and conn.close_reason() is None:
+        conn = self._reusable(peer)
+        if conn is not None:
             return conn, False
         lock = self._dial_locks.setdefault(peer.node_id, asyncio.Lock())
         async with lock:
-            conn = self._outgoing.get(peer.node_id)
-            if conn is not None and conn.close_reason() is None:
+            conn = self._reusable(peer)
+            if conn is not None:
                 return conn, False
             addr = EndpointAddr(
                 EndpointId.from_bytes(peer.node_id.key), peer.relay_url, list(peer.addrs)
@@ -226,11 +231,23 @@ class IrohTransport(Transport):
             except IrohError as e:
                 raise PeerUnreachable(f"cannot connect to {peer.node_id!r}: {describe(e)}") from e
             self._outgoing[peer.node_id] = conn
+            self._dialled[peer.node_id] = peer
             return conn, True
+
+    def _reusable(self, peer: PeerAddress):
+        """The cached connection to `peer`, unless it closed or the peer has moved (restarted)."""
+        conn = self._outgoing.get(peer.node_id)
+        if conn is None:
+            return None
+        if conn.close_reason() is None and self._dialled.get(peer.node_id) == peer:
+            return conn
+        self._forget(peer.node_id, conn)
+        return None
 
     def _forget(self, node_id: NodeId, conn) -> None:
         if self._outgoing.get(node_id) is conn:
             del self._outgoing[node_id]
+            self._dialled.pop(node_id, None)
         _close_quietly(conn, 0, b"error")
 
     # --- serving ------------------------------------------------------------------------------
