@@ -9,7 +9,15 @@ import struct
 
 import pytest
 
-from cohort.client.p2p import Announcement, GossipConfig, NodeKey, RemoteError, Status, gossip_topic
+from cohort.client.p2p import (
+    Announcement,
+    GossipConfig,
+    NodeKey,
+    PeerAddress,
+    RemoteError,
+    Status,
+    gossip_topic,
+)
 from cohort.client.p2p.announcement import MAX_ANNOUNCEMENT, MAX_PAYLOAD
 from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL, repair_frames
 from cohort.client.p2p.overlay import neighbours
@@ -125,6 +133,16 @@ async def test_rounds_window(start_nodes):
     assert a.gossip.received(1) == []
     with pytest.raises(ValueError, match="older"):
         await a.announce(1, b"too late")
+
+
+async def test_a_member_at_a_new_address_is_no_longer_suspected(start_nodes):
+    a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
+    a.gossip._suspect(b.address.node_id, "its pushes failed")  # b died
+    moved = PeerAddress(b.address.node_id, ("127.0.0.1:9",))  # ... and came back elsewhere (same key)
+    a.set_clients([a.address, b.address])
+    assert b.address.node_id in a.gossip._suspects  # the same address: still suspected
+    a.set_clients([a.address, moved])
+    assert b.address.node_id not in a.gossip._suspects
 
 
 class ChunkedReply:

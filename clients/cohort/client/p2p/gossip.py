@@ -190,6 +190,9 @@ class Gossip:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("members are PeerAddress values")
             members[peer.node_id] = peer
+        for node_id, peer in members.items():  # a member at a new address restarted: its old failures are moot
+            if node_id in self._members and self._members[node_id] != peer:
+                self._suspects.pop(node_id, None)
         self._ring_seed = overlay.ring_seed(self.topic, overlay_key)
         self._members = members
         self._members_version += 1
