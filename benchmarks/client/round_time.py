@@ -2,7 +2,7 @@
 each behind an emulated internet link (tests/support/wan: needs root for network namespaces).
 
     .venv/bin/python benchmarks/client/round_time.py [--preset llama-small] [--seq 256] [--batch 36]
-        [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http] [--keep DIR]
+        [--rounds 12] [--clients 3] [--link none|40|120|all] [--p2p iroh|http] [--depth 2|3|4] [--keep DIR]
     .venv/bin/python benchmarks/client/round_time.py --preset llama-tiny --seq 128 --batch 24 --link all
 
 Runs steady-state rounds and prints, per link profile (medians over clients): the compute share (the part
@@ -11,7 +11,8 @@ loopback, >= 90% at 40 ms and >= 80% at 120 ms one-way, at >= 2 s steps), the ti
 of a client's trained steps), the chain's round time (between round starts, as clients saw them), the
 compute per step, and where the rest of a step went: waiting for the step two back to be decided and
 applied. The default (llama-small, 36 sequences of 256 tokens) computes for 2-2.5 s a step on a 2-core
-machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps.
+machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps. `--depth` sets the run's pipeline_depth (step
+s trains on the weights after s - depth): 3 or 4 hide a 120 ms link behind compute.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Figures:
     steps_per_min: float
 
 
-def figures(trainers, skip: int, last: int) -> Figures:
+def figures(trainers, skip: int, last: int, depth: int) -> Figures:
     shares, steps, computes, rounds = [], [], [], []
     for t in trainers:
         trained = {e["step"]: e for e in t.events("trained") if skip <= e["step"] <= last}
@@ -57,12 +58,12 @@ def figures(trainers, skip: int, last: int) -> Figures:
         if len(trained) < 3:
             continue
         order = sorted(trained)
-        busy = sum(trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0)
+        busy = sum(trained[s]["seconds"] + applied.get(s - depth, {}).get("seconds", 0.0)
                    + evaluated.get(s - 1, {}).get("seconds", 0.0) for s in order[1:])  # fmt: skip
         wall = trained[order[-1]]["t"] - trained[order[0]]["t"]
         shares.append(busy / wall)
         steps += [trained[b]["t"] - trained[a]["t"] for a, b in pairwise(order) if b == a + 1]
-        computes += [trained[s]["seconds"] + applied.get(s - 2, {}).get("seconds", 0.0) for s in order]
+        computes += [trained[s]["seconds"] + applied.get(s - depth, {}).get("seconds", 0.0) for s in order]
         starts = sorted(e["t"] for e in t.events("state") if e["state"] == "RoundTrain" and skip <= e["step"] <= last)
         rounds += [b - a for a, b in pairwise(starts)]
     if not shares:
@@ -88,14 +89,14 @@ async def measure(args: argparse.Namespace, profile: str) -> Figures:
             config = write_config(root / "run.toml", preset=args.preset, max_seq_len=args.seq,
                                   global_batch_size_start=args.batch, global_batch_size_end=args.batch,
                                   epoch_time=900, max_round_train_time=60, warmup_time=60,
-                                  init_min_clients=args.clients, num_parameters=0)  # fmt: skip
+                                  init_min_clients=args.clients, num_parameters=0, pipeline_depth=args.depth)  # fmt: skip
             async with LocalRun(config=config, root=root, trainer_args=("--p2p", args.p2p), placement=placement) as lr:
                 trainers = await lr.start_members(args.clients)
                 first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
                 skip = first.progress.step + 3  # past the epoch's first steps (cold caches, no apply yet)
                 target = skip + args.rounds
                 await lr.wait_for(lambda r: r.progress.step >= target + 1, 60 * args.rounds, f"{args.rounds} rounds")
-                return figures(trainers, skip, target)
+                return figures(trainers, skip, target, args.depth)
         finally:
             if placement is not None:
                 placement.__exit__(None, None, None)
@@ -104,7 +105,8 @@ async def measure(args: argparse.Namespace, profile: str) -> Figures:
 async def main(args: argparse.Namespace) -> None:
     console = Console()
     chosen = list(PROFILES) if args.link == "all" else [args.link]
-    table = Table(title=f"{args.clients} clients, {args.preset}, {args.batch}×{args.seq} tokens a step, {args.p2p}")
+    table = Table(title=f"{args.clients} clients, {args.preset}, {args.batch}×{args.seq} tokens a step, {args.p2p}, "
+                        f"pipeline depth {args.depth}")  # fmt: skip
     for column in ("link (one way)", "compute share", "slowest client", "s / step", "steps / min",
                    "compute / step", "chain round"):  # fmt: skip
         table.add_column(column, justify="right")
@@ -128,5 +130,6 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--link", default="none", choices=[*PROFILES, "all"])
     parser.add_argument("--p2p", default="iroh", choices=["iroh", "http"])
+    parser.add_argument("--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth")
     parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
     asyncio.run(main(parser.parse_args()))

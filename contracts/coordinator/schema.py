@@ -101,8 +101,9 @@ def Bytes(n: int | str) -> Array:
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 5,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
-    # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest
+    "VERSION": 6,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
+    # 6 = pipeline_depth
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -272,7 +273,12 @@ RunConfig = S(
         "how much more (or less) data than the median member a fast (slow) one gets: 1..16, 1 = equal shares",
     ),
     F("verification_percent", U8, "share of trainers' steps that verifiers replay and check: 0..100 (0 = none)"),
-    F("_pad", Bytes(7)),
+    F(
+        "pipeline_depth",
+        U8,
+        "step s trains on the weights after step s - pipeline_depth: 2..4; deeper hides slower links behind compute",
+    ),
+    F("_pad", Bytes(6)),
     doc="64 bytes: a create transaction packs config, model and metadata into one packet with no byte to spare.",
 )
 RunMetadata = S(

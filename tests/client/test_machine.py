@@ -238,6 +238,44 @@ def test_a_lagging_trainer_applies_a_step_only_after_the_next_one_went_to_the_wo
     assert kinds == [Train, Apply] and of(out, Train)[0].step == 3 and of(out, Apply)[0].step == 2
 
 
+def test_a_deeper_pipeline_trains_further_ahead_and_applies_only_behind_it(core):
+    """pipeline_depth 3: step s trains on the weights after s - 3, so step 3 trains before step 1 is even
+    decided, step 1 is applied only once step 3 went to the worker, and step 4 waits for that apply."""
+    d = Driver(core, pipeline_depth=3)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(1)
+    d.host.decide(ResultsList.of(0, {}).root)  # round 1 attests step 0
+    d.host.start_pending()
+    d.feed()  # round 2 runs: step 3's batch is known
+    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    assert of(out, Train) == [Train(0, 3, d.view().rounds[3].assignment[0])]  # with depth 2 it waits for step 1
+    d.host.decide(ResultsList.of(1, held).root)
+    out = d.feed()
+    assert [a.step for a in of(out, Apply)] == [1]  # step 3 is in the worker: step 1 may move the weights
+    out = d.feed(Trained(0, 3, d.view().rounds[3].assignment[0], commitment(3, 0), 100, 5.0, 1024, 0.5))
+    assert not of(out, Train)  # step 4 trains on the weights after step 1: not applied yet
+    d.host.start_pending()
+    d.feed()
+    out = d.feed(Applied(0, 1, len(held), digest=9))
+    assert [a.step for a in of(out, Train)] == [4]
+
+
+def test_with_depth_3_a_step_is_not_applied_before_the_step_two_ahead_went_to_the_worker(core):
+    d = Driver(core, pipeline_depth=3)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(1)  # we train step 2 now, and step 3's batch is not known yet
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    d.host.decide(ResultsList.of(1, held).root)
+    assert not of(d.feed(), Apply)  # step 3 trains on the weights before step 1: it goes first
+    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    kinds = [(type(a).__name__, a.step) for a in out if isinstance(a, (Train, Apply))]
+    assert kinds == [("Train", 3), ("Apply", 1)]
+
+
 def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
     d = Driver(core)
     d.start()

@@ -445,6 +445,8 @@ CONFIG_RULES = [
     ({"max_share_ratio": 0}, "max_share_ratio must be 1..16"),
     ({"verification_percent": 101}, "verification_percent must be 0..100"),
     ({"verification_percent": 255}, "verification_percent must be 0..100"),
+    ({"pipeline_depth": 1}, "pipeline_depth must be 2..4"),
+    ({"pipeline_depth": 5}, "pipeline_depth must be 2..4"),
 ]  # fmt: skip
 
 

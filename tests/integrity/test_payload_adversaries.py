@@ -3,7 +3,8 @@ project's client with its training swapped: tests/support/adversary.py) in a run
 all results. The adversary is convicted on chain by a majority of its verifiers within its first epoch,
 loses its points, and no honest member is reported, convicted or leaves; their replicas stay identical.
 Two runs take the two ways to conviction — a negated payload (the replay disagrees with it) and a copied
-one (it commits a state its sender does not hold); a third has three adversaries at once (a random
+one (it commits a state its sender does not hold; that run has pipeline depth 3, so honest replays
+are checked against weights three steps back); a third has three adversaries at once (a random
 payload, no compute at all, training on its own text) among four honest clients. The member that cheats
 only some of the time is caught by chance, so it runs in benchmarks/integrity/adversaries.py, which runs
 every mode, repeatedly, and compares the loss with an all-honest run's."""
@@ -21,10 +22,11 @@ from cohort.sdk.models import RunState
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("mode", ["flip", "copy"])
-async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(mode: str, tmp_path: Path):
+@pytest.mark.parametrize(("mode", "depth"), [("flip", 2), ("copy", 3)])  # honest replays hold at either depth
+async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(mode: str, depth: int, tmp_path: Path):
     config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
-                          init_min_clients=4, min_clients=3, witness_nodes=3, verification_percent=50)  # fmt: skip
+                          init_min_clients=4, min_clients=3, witness_nodes=3, verification_percent=50,
+                          pipeline_depth=depth)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(4, options=lambda i: adversary(mode) if i == 3 else {})
         *honest, cheat = trainers

@@ -57,6 +57,7 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
         join_policy="Open",
         max_share_ratio=4,
         verification_percent=0,
+        pipeline_depth=2,
     )
     config.update(overrides)
     return config

@@ -66,6 +66,7 @@ class RunConfig:
     join_policy: str = "Open"
     max_share_ratio: int = 4  # a fast member's batch may be up to this many times the median's (1: equal)
     verification_percent: int = 0  # share of trainers' steps verifiers replay and check (0..100)
+    pipeline_depth: int = 2  # step s trains on the weights after step s - pipeline_depth (2..4)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ applied, records submitted), re-planned after every event: a missed update or a 
 caught up on the next one, and nothing is asked twice while it is in flight.
 
 One epoch, in steps (psyche-reference 3.4, with seeds one round ahead):
-    train t       as soon as t's batch is known (its round, or the next one), t-1 is trained and t-2 applied
+    train t       as soon as t's batch is known (its round, or the next one), t-1 is trained and t-d applied
+                  (d: the run's pipeline_depth, 2 to 4)
     publish t     the payload, announced with a signed statement (two for one step prove equivocation)
     fetch         every expected trainer's result of the live steps, each checked before it is kept
     apply t       once the round that attests t decided it: exactly the decided results list, the same
@@ -939,17 +940,25 @@ class ClientMachine:
         self._send("report_check")
         return [ReportCheck(step, trainer, failure)]
 
+    @property
+    def depth(self) -> int:
+        """The run's pipeline depth d: step s trains on exactly the weights after step s - d (every replica
+        the same, so a verifier can replay it from its own copy). A deeper pipeline keeps more steps in
+        flight while results travel and the chain decides, at the cost of staler gradients."""
+        return self.view.run.config.pipeline_depth if self.view is not None else 2
+
     def _trains_next_on_older_weights(self, step: int) -> bool:
-        """Whether applying `step` now would change the weights step + 1 is still to be trained on. Step s
-        trains on exactly the weights after step s - 2 (every replica the same, so a verifier can replay
-        it from its own copy), never on fresher ones: a replica whose training lags applies s - 1 only
-        after its step s went to the worker, or once it will not train s (passed over, or the epoch's end)."""
+        """Whether applying `step` now would change the weights a later step is still to be trained on.
+        Steps up to step + d - 1 train on the weights before it, never on fresher ones: a replica whose
+        training lags applies it only after step + d - 1 went to the worker, or once it will not train that
+        step (passed over, or the epoch's end)."""
         view = self.view
         assert view is not None
-        if view.run.state not in ROUND_PHASES or self.training == step + 1 or self.trained >= step + 1:
+        later = step + self.depth - 1  # the last step that trains on the weights before this one
+        if view.run.state not in ROUND_PHASES or self.training == later or self.trained >= later:
             return False
         last = view.run.last_step
-        return not (last and step + 1 >= last)
+        return not (last and later >= last)
 
     def _decided_list(self, step: int, root: bytes) -> ResultsList | None:
         if root in self.lists:
@@ -976,7 +985,7 @@ class ClientMachine:
         return True
 
     def _train(self) -> list[Action]:
-        """Train the next step once its batch is known, the one before is trained and t-2 applied."""
+        """Train the next step once its batch is known, the one before is trained and t - depth applied."""
         view = self.view
         assert view is not None
         out: list[Action] = []
@@ -995,7 +1004,7 @@ class ClientMachine:
                 if not trains(view.run, step):
                     out.append(Emit("flush_round", {"step": step}))
                 continue
-            if step - 2 > self.applied:
+            if step - self.depth > self.applied:
                 return out
             self.training = step
             out.append(Train(self.epoch, step, batch))  # type: ignore[arg-type]
@@ -1041,7 +1050,7 @@ class ClientMachine:
         if seat is None:
             return []
         step = current.step - 1
-        digest = self.digests.get(max(current.step - 2, self.start_step - 1))
+        digest = self.digests.get(max(current.step - self.depth, self.start_step - 1))
         if digest is None:
             return []  # we have not applied the step our weights digest is for yet
         held = self._attestable(step)
@@ -1099,7 +1108,7 @@ class ClientMachine:
         for step, round_ in view.rounds.items():
             if not round_.stored or round_.digest_votes < view.quorum or step in self.drift_checked:
                 continue
-            mine = self.digests.get(max(step - 2, self.start_step - 1))
+            mine = self.digests.get(max(step - self.depth, self.start_step - 1))
             if mine is None:
                 continue
             self.drift_checked.add(step)

@@ -107,7 +107,10 @@ class PayloadHeader:
     state: bytes = bytes(32)  # the trainer's committed optimizer state after the step (zero: none)
 
 
-KEPT_SNAPSHOTS = 6  # steps whose starting weights a verifier keeps until their check seeds are out
+# steps whose starting weights a verifier keeps until their check seeds are out: step s's seed comes with
+# round s + 2 (CHECK_SEED_LAG 3, seeds one round ahead), by when steps up to s + 1 + pipeline_depth (<= 4)
+# may be trained; one more for a check that waits a round in the worker's queue
+KEPT_SNAPSHOTS = 7
 
 
 @dataclass

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 5
+#define COORD_VERSION 6
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -181,7 +181,8 @@ typedef struct {
   uint8_t witness_nodes;
   uint8_t max_share_ratio;
   uint8_t verification_percent;
-  uint8_t _pad[7];
+  uint8_t pipeline_depth;
+  uint8_t _pad[6];
 } RunConfig;
 SOL_STATIC_ASSERT(sizeof(RunConfig) == 64, "RunConfig layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, warmup_time) == 0, "RunConfig.warmup_time");
@@ -200,7 +201,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, join_policy) == 53, "RunConfig.j
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 54, "RunConfig.witness_nodes");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 55, "RunConfig.max_share_ratio");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, verification_percent) == 56, "RunConfig.verification_percent");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 57, "RunConfig._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, pipeline_depth) == 57, "RunConfig.pipeline_depth");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 58, "RunConfig._pad");
 
 typedef struct {
   uint8_t name[COORD_NAME_LEN];
