@@ -3,7 +3,7 @@ tokens per second with adaptive shares (max_share_ratio = 4: a member's share of
 tokens/s it measured and declared at its join) against equal shares (max_share_ratio = 1), side by side.
 
     .venv/bin/python benchmarks/client/heterogeneous.py [--clients 4] [--preset llama-tiny] [--seq 256]
-        [--batch 32] [--rounds 8] [--link 40|none]
+        [--batch 32] [--rounds 8] [--link 40|none] [--depth 2|3|4]
 
 Every client is a `cohort train` process (real training, localnet, iroh); with --link 40 each sits behind
 an emulated link (tests/support/wan: needs root), the slow one at 4× the delay. The slow client's compute
@@ -53,7 +53,7 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
                                   global_batch_size_start=args.batch, global_batch_size_end=args.batch,
                                   epoch_time=args.epoch_seconds, max_round_train_time=30, warmup_time=30,
                                   init_min_clients=args.clients, min_clients=args.clients - 1,
-                                  num_parameters=0, max_share_ratio=ratio)  # fmt: skip
+                                  num_parameters=0, max_share_ratio=ratio, pipeline_depth=args.depth)  # fmt: skip
             extra = ("--synthetic", "--synthetic-seconds", str(args.synthetic)) if args.synthetic else ()
             async with LocalRun(config=config, root=root, placement=placement, trainer_args=extra) as lr:
                 slowest = args.clients - 1
@@ -94,7 +94,7 @@ async def main(args: argparse.Namespace) -> None:
     link = "loopback" if args.link == "none" else f"{args.link} ms one way, the slow client {SLOWDOWN * int(args.link)} ms"
     trainer = f"synthetic, {args.synthetic:g} s a sequence" if args.synthetic else args.preset
     table = Table(title=f"{args.clients} clients ({link}), one with 1/{SLOWDOWN} of the compute; "
-                        f"{trainer}, {args.batch}×{args.seq} tokens a step")  # fmt: skip
+                        f"{trainer}, {args.batch}×{args.seq} tokens a step, pipeline depth {args.depth}")  # fmt: skip
     for column in ("shares", "s / step", "tokens / s", "slow client's share / median", "its sequences",
                    "its compute", "a fast client's compute"):  # fmt: skip
         table.add_column(column, justify="right")
@@ -117,6 +117,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--epoch-seconds", type=int, default=60)
     parser.add_argument("--link", default="40", choices=["none", "10", "20", "40"])
+    parser.add_argument("--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth")
     parser.add_argument("--synthetic", type=float, default=0.0, metavar="SECONDS",
                         help="the synthetic trainer, SECONDS of emulated compute per sequence (0: real training)")
     asyncio.run(main(parser.parse_args()))
