@@ -235,13 +235,16 @@ class IrohTransport(Transport):
             return conn, True
 
     def _reusable(self, peer: PeerAddress):
-        """The cached connection to `peer`, unless it closed or the peer has moved (restarted)."""
+        """The cached connection to `peer`, unless it closed or the peer has moved (restarted). A moved
+        peer's old connection is only dropped from the cache, not closed: requests still on it finish or
+        time out on their own terms."""
         conn = self._outgoing.get(peer.node_id)
         if conn is None:
             return None
         if conn.close_reason() is None and self._dialled.get(peer.node_id) == peer:
             return conn
-        self._forget(peer.node_id, conn)
+        del self._outgoing[peer.node_id]
+        self._dialled.pop(peer.node_id, None)
         return None
 
     def _forget(self, node_id: NodeId, conn) -> None:
