@@ -67,9 +67,10 @@ def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path
 
 
 def recent_events(trainer: TrainerProcess, count: int = 12) -> str:
-    """A trainer's last `count` events, short: what a timed-out wait says about where it stood."""
+    """A trainer's last `count` events, short: what a timed-out wait says about where it stood. The chain
+    state it followed (several events a round) is left out: it would crowd out what the client did."""
     shown = []
-    for e in trainer.events()[-count:]:
+    for e in [e for e in trainer.events() if e["event"] not in ("state", "traffic")][-count:]:
         fields = {k: v for k, v in e.items() if k not in ("t", "event") and not isinstance(v, list | dict)}
         shown.append(f"{e.get('event')} {fields}"[:160])
     return " | ".join(shown)
