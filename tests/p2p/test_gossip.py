@@ -25,6 +25,14 @@ from cohort.client.p2p.overlay import neighbours
 TOPIC = gossip_topic("test-run")
 
 
+async def arrived(got: list, seconds: float = 4.0) -> None:
+    """Wait (bounded) until something was delivered into `got`."""
+    for _ in range(int(seconds / 0.02)):
+        if got:
+            return
+        await asyncio.sleep(0.02)
+
+
 def test_overlay_is_sparse_symmetric_connected_and_shared():
     ids = [NodeKey.generate().node_id for _ in range(64)]
     graph = {n: neighbours(n, ids, TOPIC) for n in ids}
@@ -117,10 +125,7 @@ async def test_bad_gossip_input_is_refused_and_the_node_keeps_going(start_nodes,
         assert e.value.status == Status.BAD_REQUEST
 
     await a.announce(1, b"still works")
-    for _ in range(200):
-        if got:
-            break
-        await asyncio.sleep(0.02)
+    await arrived(got)
     assert [m.payload for m in got] == [b"still works"]
 
 
@@ -143,6 +148,20 @@ async def test_a_member_at_a_new_address_is_no_longer_suspected(start_nodes):
     assert b.address.node_id in a.gossip._suspects  # the same address: still suspected
     a.set_clients([a.address, moved])
     assert b.address.node_id not in a.gossip._suspects
+
+
+async def test_a_node_that_suspects_every_peer_of_a_small_run_still_pushes_to_them(start_nodes):
+    # startup refusals (peers that have not seen our join yet) can suspect every other member of a full
+    # mesh: skipping them would leave our announcements to the others' repair pulls, seconds late
+    a, b, c = await start_nodes(3, gossip=GossipConfig(repair_interval=0))
+    for peer in (b, c):
+        a.gossip._suspect(peer.address.node_id, "refused at startup")
+    assert {p.node_id for p in a.gossip.neighbours()} == {b.address.node_id, c.address.node_id}
+    got = []
+    b.gossip.on_message = got.append
+    await a.announce(1, b"result")
+    await arrived(got)
+    assert [m.payload for m in got] == [b"result"]
 
 
 class ChunkedReply:

@@ -214,6 +214,15 @@ class Gossip:
                 rings=self.config.rings,
                 exclude=suspects,
             )
+            if suspects:
+                # a suspect is skipped only for a replacement: in a small run (a full mesh) none exists,
+                # and leaving it out could leave us no one to push to (a startup refusal suspects a peer
+                # for `suspect_for`); a push to a dead suspect costs one bounded background task
+                usual = overlay.neighbours(
+                    self._me, self._members.keys(), self._ring_seed, rings=self.config.rings
+                )
+                if len(ids) < len(usual):
+                    ids = ids | (usual & suspects)
             self._neighbours_cache = (key, ids)
         return [self._members[n] for n in sorted(self._neighbours_cache[1])]
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
 KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
+GOSSIP_TROUBLE = ("rejected", "stale", "future", "over_quota", "push_failures", "dropped_backlog", "silent_suspected")
 STATE_DEADLINE = 60.0  # seconds a verifier waits for a trainer's two committed states
 
 
@@ -313,7 +314,9 @@ class Effects:
         sent, received = c.node.traffic()
         own = self.own.get(action.step)
         uploads = c.node.blob_server.served.get(own, 0) if own is not None else None
-        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads)
+        g = c.node.gossip.stats  # what gossip refused or failed to pass on so far: why a result may not arrive
+        trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
+        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble)
 
     def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
         self.spawn(self._save(action), "checkpoint")

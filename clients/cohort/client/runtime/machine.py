@@ -1076,7 +1076,21 @@ class ClientMachine:
         self.witnessed[current.step] = (results.root, now)
         self.lists[results.root] = results
         self._send("witness")
-        return [SubmitWitness(current.step, self.index, seat, results, digest)]
+        out: list[Action] = [SubmitWitness(current.step, self.index, seat, results, digest)]
+        missing = expected - set(held)
+        if missing:  # why a seat leaves a healthy trainer out: the first thing to know when one is dropped
+            out.append(Emit("witness_short", {"step": step, "missing": {i: self._whereabouts(book, i) for i in sorted(missing)}}))
+        return out
+
+    def _whereabouts(self, book: StepBook, trainer: int) -> str:
+        """What we know of a trainer's result that we do not hold (for witness_short)."""
+        result = book.announced.get(trainer)
+        if result is None:
+            return "not announced"
+        if result.commitment in self.fetching:
+            return "fetching"
+        tries = book.attempts.get(result.commitment, 0)
+        return f"announced, {tries} failed fetches" if tries else "announced, not fetched yet"
 
     def _health(self, now: float) -> list[Action]:
         """If we had a seat in the previous round, report whom a majority of its seats left out."""
