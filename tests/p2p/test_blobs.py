@@ -20,7 +20,7 @@ from cohort.client.p2p import (
     Status,
     blob_hash,
 )
-from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL
+from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, MAX_REQUEST, part_request
 
 
 class FakeBytesSource:
@@ -74,10 +74,14 @@ def swarm(make_transport):
         providers = []
         for key, source in zip(keys[1:], sources, strict=True):
             server = BlobServer([source])
-            transport = await make_transport(key, allow, {BLOB_PROTOCOL: (server.handle, 32)})
+            transport = await make_transport(key, allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})
             providers.append(transport.address)
+            servers.append(server)
         client = await make_transport(keys[0], allow)
         return BlobFetcher(client, BlobStore(), policy), providers
+
+    servers: list[BlobServer] = []
+    build.servers = servers
 
     return build
 
@@ -114,17 +118,48 @@ async def test_fetch_verifies_and_keeps_for_the_round(swarm):
     assert fetcher.store.gc(before_round=6) == 1
 
 
-async def test_wrong_bytes_then_next_provider(swarm):
+@pytest.mark.parametrize("parts", [False, True], ids=["whole", "in-parts"])
+async def test_wrong_bytes_then_next_provider(swarm, parts):
     data = os.urandom(2_000_000)
     h = blob_hash(data)
     honest = BlobStore()
     honest.put(data, 0)
     liar = FakeBytesSource(h, os.urandom(len(data)))
     fetcher, (bad, good) = await swarm(liar, honest)
-    result = await fetcher.fetch_detailed(h, [bad, good])
+    result = await fetcher.fetch_detailed(h, [bad, good], expected_size=len(data) if parts else None)
     assert result.data == data and result.provider == good.node_id
     assert [a.provider for a in result.failed] == [bad.node_id]
     assert "do not match" in result.failed[0].error
+
+
+class OffsetsSource(FakeBytesSource):
+    """Honest; records where each read starts (a part's first read starts at its offset)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(blob_hash(data), data)
+        self.offsets: list[int] = []
+
+    async def read_blob(self, blob, offset, size):
+        self.offsets.append(offset)
+        return await super().read_blob(blob, offset, size)
+
+
+async def test_a_blob_of_known_size_comes_in_parts_over_separate_connections(swarm, kind):
+    data = os.urandom(300_000)
+    source = OffsetsSource(data)
+    fetcher, (provider,) = await swarm(source)
+    seen = []
+    got = await fetcher.fetch(source.blob, [provider], expected_size=len(data),
+                              progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    assert got == data and seen[-1] == (len(data), len(data))
+    assert sorted(source.offsets) == [0, 75_000, 150_000, 225_000]  # four lanes, a quarter each
+    assert swarm.servers[0].served == {source.blob: 1}  # one copy served, not four
+    if kind == "iroh":  # one QUIC connection (congestion window) per lane
+        assert sorted(lane for node, lane in fetcher.transport._outgoing if node == provider.node_id) == [0, 1, 2, 3]
+    small = OffsetsSource(os.urandom(1000))
+    fetcher, (provider,) = await swarm(small)
+    assert await fetcher.fetch(small.blob, [provider], expected_size=1000) == small.data
+    assert small.offsets == [0]  # below stripe_min: whole
 
 
 async def test_missing_oversized_and_exhausted(swarm):
@@ -210,12 +245,13 @@ async def test_malformed_blob_requests(make_transport):
     allow = Allowlist([key.node_id, client_key.node_id])
     store = BlobStore()
     h = store.put(b"served", 0)
-    server = await make_transport(key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, 32)})
+    server = await make_transport(key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, MAX_REQUEST)})
     client = await make_transport(client_key, allow)
     for body, status in (
         (b"", Status.BAD_REQUEST),
         (h[:31], Status.BAD_REQUEST),
-        (h + b"x", Status.TOO_LARGE),
+        (h + b"x", Status.BAD_REQUEST),
+        (h + bytes(MAX_REQUEST - 31), Status.TOO_LARGE),
     ):
         with pytest.raises(RemoteError) as e:
             async with client.request(server.address, BLOB_PROTOCOL, body):
@@ -227,3 +263,9 @@ async def test_malformed_blob_requests(make_transport):
     assert e.value.status == Status.NOT_FOUND
     fetcher = BlobFetcher(client)
     assert await fetcher.fetch(h, [server.address]) == b"served"
+    for offset, length, body in ((2, 3, b"rve"), (4, 100, b"ed"), (50, 5, b"")):  # parts, clamped to the blob
+        async with client.request(server.address, BLOB_PROTOCOL, part_request(h, offset, length)) as reply:
+            answer = b""
+            while chunk := await reply.read():
+                answer += chunk
+        assert answer == (6).to_bytes(8, "big") + body

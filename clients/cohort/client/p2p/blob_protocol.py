@@ -1,10 +1,12 @@
 """The blob protocol, serving side: anyone on the allowlist may ask for a blob by hash.
 
-    request  = sha256 of the blob (32 bytes)
-    response = u64 big-endian length | the blob's bytes
+    request  = sha256 of the blob (32 bytes) [| u64 offset | u64 length: a part of it]
+    response = u64 big-endian length of the whole blob | the blob's bytes (or the part's, clamped to
+               the blob)
 
 The length prefix lets a fetcher refuse an oversized blob before reading it and tell a complete
-reply from a cut one.
+reply from a cut one. Parts let a fetcher take one blob from a holder over several connections side
+by side (see `BlobFetcher`); the part that starts at offset 0 counts as the copy served.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from .transport import READ_CHUNK, ReplyWriter, RequestRejected, Status, Transpo
 
 BLOB_PROTOCOL = "cohort/blob/1"
 LENGTH_PREFIX = struct.Struct(">Q")
+PART = struct.Struct(">QQ")  # offset, length
+MAX_REQUEST = HASH_BYTES + PART.size
+
+
+def part_request(blob: bytes, offset: int, length: int) -> bytes:
+    return blob + PART.pack(offset, length)
 
 
 class BlobServer:
@@ -33,7 +41,7 @@ class BlobServer:
         self.served: dict[bytes, int] = {}  # blob -> copies served completely (recent blobs only)
 
     def register(self, transport: Transport) -> None:
-        transport.add_protocol(BLOB_PROTOCOL, self.handle, max_request=HASH_BYTES)
+        transport.add_protocol(BLOB_PROTOCOL, self.handle, max_request=MAX_REQUEST)
 
     def find(self, blob: bytes) -> tuple[BlobSource, int] | None:
         for source in self.sources:
@@ -43,27 +51,36 @@ class BlobServer:
         return None
 
     async def handle(self, peer: NodeId, request: bytes, reply: ReplyWriter) -> None:
-        if len(request) != HASH_BYTES:
-            raise RequestRejected(Status.BAD_REQUEST, f"a blob request is a {HASH_BYTES}-byte hash")
-        found = self.find(request)
+        if len(request) not in (HASH_BYTES, MAX_REQUEST):
+            raise RequestRejected(
+                Status.BAD_REQUEST,
+                f"a blob request is a {HASH_BYTES}-byte hash, or one and a {PART.size}-byte part",
+            )
+        blob = request[:HASH_BYTES]
+        found = self.find(blob)
         if found is None:
-            raise RequestRejected(Status.NOT_FOUND, f"no blob {request.hex()[:16]}")
+            raise RequestRejected(Status.NOT_FOUND, f"no blob {blob.hex()[:16]}")
         source, size = found
+        start, length = PART.unpack(request[HASH_BYTES:]) if len(request) == MAX_REQUEST else (0, size)
+        start = min(start, size)
+        end = min(size, start + length)
+        copy = start == 0  # the first part stands for the copy: caps and counts see one per fetch
         take = getattr(source, "take_upload", None)
-        if take is not None and not take(request):
+        if copy and take is not None and not take(blob):
             self.busy_refusals += 1
-            raise RequestRejected(Status.BUSY, f"served enough copies of {request.hex()[:16]}: ask its other holders")
-        self.serving[request] = self.serving.get(request, 0) + 1
+            raise RequestRejected(Status.BUSY, f"served enough copies of {blob.hex()[:16]}: ask its other holders")
+        self.serving[blob] = self.serving.get(blob, 0) + 1
         try:
             await reply.write(LENGTH_PREFIX.pack(size))
-            for offset in range(0, size, READ_CHUNK):
-                chunk = await source.read_blob(request, offset, min(READ_CHUNK, size - offset))
+            for offset in range(start, end, READ_CHUNK):
+                chunk = await source.read_blob(blob, offset, min(READ_CHUNK, end - offset))
                 await reply.write(chunk)
                 self.bytes_served += len(chunk)
-            if len(self.served) > 4096:  # bounded: only recent blobs are asked about
-                self.served.clear()
-            self.served[request] = self.served.get(request, 0) + 1
+            if copy:
+                if len(self.served) > 4096:  # bounded: only recent blobs are asked about
+                    self.served.clear()
+                self.served[blob] = self.served.get(blob, 0) + 1
         finally:
-            self.serving[request] -= 1
-            if not self.serving[request]:
-                del self.serving[request]
+            self.serving[blob] -= 1
+            if not self.serving[blob]:
+                del self.serving[blob]

@@ -5,9 +5,9 @@ One ALPN carries every protocol. Each request is one bidirectional stream:
     request  = u8 name length | protocol name | u32 body length | body | FIN
     response = u8 status | body (status OK) or UTF-8 message (error) | FIN
 
-One connection per peer is dialled and reused while the peer's address stays the same: a peer that
-restarted (same key, new port) answers nothing on the old connection until QUIC's idle timeout, so a
-new address redials at once. Incoming connections are accepted with
+One connection per peer and lane (`Transport.request`) is dialled and reused while the peer's
+address stays the same: a peer that restarted (same key, new port) answers nothing on the old
+connection until QUIC's idle timeout, so a new address redials at once. Incoming connections are accepted with
 `Endpoint.accept_next()` (no Python callbacks), so iroh never calls back into Python from its own
 threads. The bindings still keep one process-wide event loop (`uniffi_set_event_loop`): it is bound
 to the running loop while any endpoint is open, and starting an endpoint from a second, running loop
@@ -112,10 +112,10 @@ class IrohTransport(Transport):
         self._endpoint: Endpoint | None = None
         self._accept_task: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._outgoing: dict[NodeId, object] = {}
-        self._dialled: dict[NodeId, PeerAddress] = {}  # the address each outgoing connection was dialled at
+        # (peer, lane) -> a connection and the address it was dialled at
+        self._outgoing: dict[tuple[NodeId, int], tuple[object, PeerAddress]] = {}
         self._incoming: set[object] = set()
-        self._dial_locks: dict[NodeId, asyncio.Lock] = {}
+        self._dial_locks: dict[tuple[NodeId, int], asyncio.Lock] = {}
         self._max_frame = 0
 
     @property
@@ -156,10 +156,9 @@ class IrohTransport(Transport):
         endpoint, self._endpoint = self._endpoint, None
         if endpoint is None:
             return
-        for conn in [*self._outgoing.values(), *self._incoming]:
+        for conn in [*(c for c, _ in self._outgoing.values()), *self._incoming]:
             _close_quietly(conn, 0, b"shutdown")
         self._outgoing.clear()
-        self._dialled.clear()
         self._incoming.clear()
         try:
             async with asyncio.timeout(5):
@@ -174,18 +173,17 @@ class IrohTransport(Transport):
         _unbind_event_loop()
 
     async def disconnect(self, node_id: NodeId) -> None:
-        conn = self._outgoing.pop(node_id, None)
-        self._dialled.pop(node_id, None)
-        if conn is not None:
+        for key in [k for k in self._outgoing if k[0] == node_id]:
+            conn, _ = self._outgoing.pop(key)
             _close_quietly(conn, 0, b"stalled")
 
     # --- requesting ---------------------------------------------------------------------------
 
-    async def _open(self, peer: PeerAddress, protocol: str, body: bytes) -> _IrohReply:
+    async def _open(self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0) -> _IrohReply:
         name = protocol.encode()
         frame = bytes([len(name)]) + name + _HEADER.pack(len(body)) + body
         for attempt in (0, 1):
-            conn, fresh = await self._connection(peer)
+            conn, fresh = await self._connection(peer, lane)
             try:
                 bi = await conn.open_bi()
                 send, recv = bi.send(), bi.recv()
@@ -196,7 +194,7 @@ class IrohTransport(Transport):
                 text = describe(e)
                 if "Reset(" in text:  # the handler cut its own stream; the connection is fine
                     raise StreamBroken(f"{peer.node_id!r} reset the reply: {text}") from e
-                self._forget(peer.node_id, conn)
+                self._forget((peer.node_id, lane), conn)
                 if _NOT_ALLOWED_MARK in text:
                     raise PeerRejected(f"{peer.node_id!r} refused us: not on its allowlist") from e
                 if fresh or attempt == 1:
@@ -212,15 +210,16 @@ class IrohTransport(Transport):
             return _IrohReply(recv)
         raise AssertionError("unreachable")
 
-    async def _connection(self, peer: PeerAddress):
+    async def _connection(self, peer: PeerAddress, lane: int):
         if self._endpoint is None:
             raise RuntimeError("transport not started")
-        conn = self._reusable(peer)
+        key = (peer.node_id, lane)
+        conn = self._reusable(key, peer)
         if conn is not None:
             return conn, False
-        lock = self._dial_locks.setdefault(peer.node_id, asyncio.Lock())
+        lock = self._dial_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            conn = self._reusable(peer)
+            conn = self._reusable(key, peer)
             if conn is not None:
                 return conn, False
             addr = EndpointAddr(
@@ -230,27 +229,25 @@ class IrohTransport(Transport):
                 conn = await self._endpoint.connect(addr, ALPN)
             except IrohError as e:
                 raise PeerUnreachable(f"cannot connect to {peer.node_id!r}: {describe(e)}") from e
-            self._outgoing[peer.node_id] = conn
-            self._dialled[peer.node_id] = peer
+            self._outgoing[key] = (conn, peer)
             return conn, True
 
-    def _reusable(self, peer: PeerAddress):
-        """The cached connection to `peer`, unless it closed or the peer has moved (restarted). A moved
+    def _reusable(self, key: tuple[NodeId, int], peer: PeerAddress):
+        """The cached connection of `key`, unless it closed or the peer has moved (restarted). A moved
         peer's old connection is only dropped from the cache, not closed: requests still on it finish or
         time out on their own terms."""
-        conn = self._outgoing.get(peer.node_id)
-        if conn is None:
+        cached = self._outgoing.get(key)
+        if cached is None:
             return None
-        if conn.close_reason() is None and self._dialled.get(peer.node_id) == peer:
+        conn, dialled = cached
+        if conn.close_reason() is None and dialled == peer:
             return conn
-        del self._outgoing[peer.node_id]
-        self._dialled.pop(peer.node_id, None)
+        del self._outgoing[key]
         return None
 
-    def _forget(self, node_id: NodeId, conn) -> None:
-        if self._outgoing.get(node_id) is conn:
-            del self._outgoing[node_id]
-            self._dialled.pop(node_id, None)
+    def _forget(self, key: tuple[NodeId, int], conn) -> None:
+        if self._outgoing.get(key, (None,))[0] is conn:
+            del self._outgoing[key]
         _close_quietly(conn, 0, b"error")
 
     # --- serving ------------------------------------------------------------------------------

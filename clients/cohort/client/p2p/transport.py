@@ -30,6 +30,7 @@ from .identity import NodeId, NodeKey
 
 MAX_PROTOCOL_NAME = 64
 DEFAULT_OPEN_TIMEOUT = 5.0
+MAX_LANES = 4  # connections one transport may keep to one peer (see `request`)
 READ_CHUNK = 1 << 20
 
 
@@ -177,7 +178,7 @@ class Transport(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def _open(self, peer: PeerAddress, protocol: str, body: bytes) -> Reply:
+    async def _open(self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0) -> Reply:
         """Send the request and wait for the status; the caller bounds the time."""
 
     @abc.abstractmethod
@@ -192,8 +193,13 @@ class Transport(abc.ABC):
         body: bytes,
         *,
         open_timeout: float = DEFAULT_OPEN_TIMEOUT,
+        lane: int = 0,
     ) -> AsyncIterator[Reply]:
         """Send `body` to `protocol` on `peer` and yield the reply stream.
+
+        Requests on different `lane`s (0..MAX_LANES-1) to one peer go over separate connections where
+        the transport keeps them (QUIC: each with its own congestion window), so parts of one blob
+        fetched side by side are not held to one connection's recovery from loss.
 
         Raises PeerUnreachable, PeerRejected, RemoteError (error status) or StreamBroken.
         """
@@ -204,9 +210,11 @@ class Transport(abc.ABC):
             raise TypeError("request body must be bytes")
         if open_timeout <= 0:
             raise ValueError("open_timeout must be positive")
+        if not isinstance(lane, int) or not 0 <= lane < MAX_LANES:
+            raise ValueError(f"lane must be 0..{MAX_LANES - 1}, got {lane!r}")
         try:
             async with asyncio.timeout(open_timeout):
-                reply = await self._open(peer, protocol, body)
+                reply = await self._open(peer, protocol, body, lane)
         except TimeoutError as e:
             await self.disconnect(peer.node_id)  # a connection that did not answer is not reused
             raise PeerUnreachable(

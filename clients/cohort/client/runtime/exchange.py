@@ -121,7 +121,8 @@ class Exchange:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(FETCH_DEADLINE):
-                fetched = await self.node.fetcher.fetch_detailed(commitment, self._providers(sender, decided), max_size=size)
+                fetched = await self.node.fetcher.fetch_detailed(commitment, self._providers(sender, decided), max_size=size,
+                                                                  expected_size=size)
             data = fetched.data
         except (BlobFetchError, OSError, TimeoutError) as e:
             self.post(ResultFailed(step, sender, commitment, False, str(e) or "fetch timed out"))
