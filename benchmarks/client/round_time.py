@@ -12,7 +12,7 @@ of a client's trained steps), the chain's round time (between round starts, as c
 compute per step, and where the rest of a step went: waiting for the step two back to be decided and
 applied. The default (llama-small, 36 sequences of 256 tokens) computes for 2-2.5 s a step on a 2-core
 machine; `--preset llama-tiny --seq 128` gives ~0.1 s steps. `--depth` sets the run's pipeline_depth (step
-s trains on the weights after s - depth): 3 or 4 hide a 120 ms link behind compute.
+s trains on the weights after s - depth): 3 hides a 120 ms link behind compute entirely.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """One result-sized blob fetched again and again across emulated internet links, iroh (QUIC) against the
-HTTP transport: what a round's fetch of a peer's result costs at a given one-way delay and loss.
+HTTP transport, whole or in parts side by side (as a client fetches results: `FetchPolicy.lanes`
+connections): what a round's fetch of a peer's result costs at a given one-way delay and loss.
 
     .venv/bin/python benchmarks/wan/result_fetch.py [--size 176056] [--delay 120] [--loss 0,0.01]
         [--fetches 8] [--idle 2.0]
@@ -29,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cohort.client.p2p.allowlist import Allowlist
-from cohort.client.p2p.blob_fetch import BlobFetcher
+from cohort.client.p2p.blob_fetch import BlobFetcher, FetchPolicy
 from cohort.client.p2p.http_transport import HttpTransport
 from cohort.client.p2p.identity import NodeId, NodeKey
 from cohort.client.p2p.iroh_transport import IrohConfig, IrohTransport
@@ -53,7 +54,7 @@ def _first_line(process: subprocess.Popen, timeout: float = 30.0) -> bytes:
     return line
 
 
-async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: float) -> list[float]:
+async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: float, parts: bool) -> list[float]:
     with WanBed({"server": link}, host=link) as bed:
         key = NodeKey.generate()
         process = bed.popen("server", [sys.executable, "-m", "cohort.client.p2p", "serve", "--transport", kind,
@@ -70,7 +71,8 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
             times = []
             for _ in range(count):
                 started = time.perf_counter()
-                await BlobFetcher(transport).fetch(bytes.fromhex(info["blobs"][0]), [server])
+                size = blob_path.stat().st_size if parts else None
+                await BlobFetcher(transport).fetch(bytes.fromhex(info["blobs"][0]), [server], expected_size=size)
                 times.append(time.perf_counter() - started)
                 await asyncio.sleep(idle)
             return times
@@ -81,17 +83,17 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"a {args.size:,}-byte blob, {args.delay} ms one way per node (RTT {4 * args.delay} ms), "
                         f"20 Mbit/s, {args.fetches} fetches {args.idle:g} s apart on one connection")  # fmt: skip
-    for column in ("transport", "loss per link", "first (connects)", "median of the rest", "min", "max"):
+    for column in ("transport", "fetched", "loss per link", "first (connects)", "median of the rest", "min", "max"):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory(prefix="cohort-fetch-") as tmp:
         blob = Path(tmp) / "result.bin"
         blob.write_bytes(os.urandom(args.size))
         for loss in (float(x) for x in args.loss.split(",")):
-            for kind in ("iroh", "http"):
+            for kind, parts in (("iroh", False), ("iroh", True), ("http", False), ("http", True)):
                 link = Link(delay_ms=args.delay, rate_mbit=20, loss=loss)
-                times = await fetches(kind, link, blob, args.fetches, args.idle)
+                times = await fetches(kind, link, blob, args.fetches, args.idle, parts)
                 rest = times[1:]
-                table.add_row(kind, f"{loss:.1%}", f"{times[0]:.2f} s", f"{statistics.median(rest):.2f} s",
+                table.add_row(kind, f"in {FetchPolicy().lanes} parts" if parts else "whole", f"{loss:.1%}", f"{times[0]:.2f} s", f"{statistics.median(rest):.2f} s",
                               f"{min(rest):.2f} s", f"{max(rest):.2f} s")  # fmt: skip
     Console(width=140).print(table)
 
