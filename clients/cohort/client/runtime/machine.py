@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env
-from cohort.sdk.models import RunState, WitnessRecord
+from cohort.sdk.models import RunConfig, RunState, WitnessRecord
 
 from .messages import Result
 from .options import ExitCode
@@ -945,7 +945,7 @@ class ClientMachine:
         """The run's pipeline depth d: step s trains on exactly the weights after step s - d (every replica
         the same, so a verifier can replay it from its own copy). A deeper pipeline keeps more steps in
         flight while results travel and the chain decides, at the cost of staler gradients."""
-        return self.view.run.config.pipeline_depth if self.view is not None else 2
+        return self.view.run.config.pipeline_depth if self.view is not None else RunConfig.pipeline_depth
 
     def _trains_next_on_older_weights(self, step: int) -> bool:
         """Whether applying `step` now would change the weights a later step is still to be trained on.
