@@ -307,8 +307,10 @@ class BlobFetcher:
                 await asyncio.gather(*tasks, return_exceptions=True)
             sizes = {size for size, _ in replies}
             data = b"".join(chunk for _, chunk in replies)
-            if len(sizes) != 1 or len(data) != next(iter(sizes)):
-                raise _BadProvider(f"its parts disagree on the blob (lengths {sorted(sizes)}, {len(data)} bytes sent)")
+            if len(sizes) != 1:
+                raise _BadProvider(f"its parts disagree on the blob's length ({sorted(sizes)})")
+            if len(data) != next(iter(sizes)):
+                raise _BadProvider(f"a blob of {next(iter(sizes))} bytes, not the {terms.expected} expected")
             digest = hashlib.sha256(data).digest()
         if digest != blob:
             raise _BadProvider("bytes do not match the blob hash")
