@@ -162,6 +162,26 @@ async def test_a_blob_of_known_size_comes_in_parts_over_separate_connections(swa
     assert small.offsets == [0]  # below stripe_min: whole
 
 
+async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
+    data = os.urandom(200_000)
+    h = blob_hash(data)
+    store = BlobStore()
+    store.put_verified(h, data, 0, max_uploads=1, limited_for=60)  # our own result: one copy, then others serve
+    keys = [NodeKey.generate() for _ in range(3)]
+    allow = Allowlist(k.node_id for k in keys)
+    server = BlobServer([store])
+    provider = (await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})).address
+    first, second = [await make_transport(k, allow) for k in keys[1:]]
+    assert await BlobFetcher(first, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    assert server.served == {h: 1}  # four parts, one copy
+    with pytest.raises(BlobFetchError, match="served enough copies"):  # the cap holds for the next fetcher
+        await BlobFetcher(second, BlobStore()).fetch(h, [provider], expected_size=len(data))
+    with pytest.raises(RemoteError) as e:  # ... and for a later part asked for alone
+        async with second.request(provider, BLOB_PROTOCOL, part_request(h, 1, len(data))):
+            pass
+    assert e.value.status == Status.BUSY
+
+
 async def test_missing_oversized_and_exhausted(swarm):
     data = os.urandom(100_000)
     h = blob_hash(data)

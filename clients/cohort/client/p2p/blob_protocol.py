@@ -39,6 +39,7 @@ class BlobServer:
         self.busy_refusals = 0
         self.serving: dict[bytes, int] = {}  # blob -> copies being served now
         self.served: dict[bytes, int] = {}  # blob -> copies served completely (recent blobs only)
+        self._copies: set[tuple[bytes, NodeId]] = set()  # (blob, peer) whose first part was granted
 
     def register(self, transport: Transport) -> None:
         transport.add_protocol(BLOB_PROTOCOL, self.handle, max_request=MAX_REQUEST)
@@ -66,9 +67,15 @@ class BlobServer:
         end = min(size, start + length)
         copy = start == 0  # the first part stands for the copy: caps and counts see one per fetch
         take = getattr(source, "take_upload", None)
-        if copy and take is not None and not take(blob):
+        # past the cap, later parts are refused too, except to a peer whose copy (first part) was granted
+        later_part_of_a_copy = not copy and (blob, peer) in self._copies
+        if take is not None and not later_part_of_a_copy and not take(blob, count=copy):
             self.busy_refusals += 1
             raise RequestRejected(Status.BUSY, f"served enough copies of {blob.hex()[:16]}: ask its other holders")
+        if copy:
+            if len(self._copies) > 4096:  # bounded: only copies under way matter
+                self._copies.clear()
+            self._copies.add((blob, peer))
         self.serving[blob] = self.serving.get(blob, 0) + 1
         try:
             await reply.write(LENGTH_PREFIX.pack(size))

@@ -73,14 +73,15 @@ class BlobStore:
         else:
             entry.round = max(entry.round, round)
 
-    def take_upload(self, blob: bytes) -> bool:
-        """Whether one more copy of `blob` may be served now (it counts that copy)."""
+    def take_upload(self, blob: bytes, count: bool = True) -> bool:
+        """Whether one more copy of `blob` may be served now (it counts that copy unless `count` is false:
+        the later parts of a copy fetched in parts)."""
         entry = self._blobs.get(blob)
         if entry is None:
             return True
         if entry.max_uploads is not None and entry.uploads >= entry.max_uploads and time.monotonic() < entry.limited_until:
             return False
-        entry.uploads += 1
+        entry.uploads += count
         return True
 
     def get(self, blob: bytes) -> bytes | None:
