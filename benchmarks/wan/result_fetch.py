@@ -69,9 +69,9 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
         await transport.start()
         try:
             times = []
+            size = blob_path.stat().st_size if parts else None
             for _ in range(count):
                 started = time.perf_counter()
-                size = blob_path.stat().st_size if parts else None
                 await BlobFetcher(transport).fetch(bytes.fromhex(info["blobs"][0]), [server], expected_size=size)
                 times.append(time.perf_counter() - started)
                 await asyncio.sleep(idle)
@@ -82,7 +82,7 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
 
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"a {args.size:,}-byte blob, {args.delay} ms one way per node (RTT {4 * args.delay} ms), "
-                        f"20 Mbit/s, {args.fetches} fetches {args.idle:g} s apart on one connection")  # fmt: skip
+                        f"20 Mbit/s, {args.fetches} fetches {args.idle:g} s apart on the same connections")  # fmt: skip
     for column in ("transport", "fetched", "loss per link", "first (connects)", "median of the rest", "min", "max"):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory(prefix="cohort-fetch-") as tmp:

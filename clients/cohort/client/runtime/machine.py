@@ -1085,6 +1085,8 @@ class ClientMachine:
     def _whereabouts(self, book: StepBook, trainer: int) -> str:
         """What we know of a trainer's result that we do not hold (for witness_short)."""
         result = book.announced.get(trainer)
+        if trainer in book.bad:
+            return "invalid payload"
         if result is None:
             return "not announced"
         if result.commitment in self.fetching:
