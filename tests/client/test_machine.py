@@ -503,14 +503,29 @@ def test_cooldown_applies_everything_decided_then_saves_and_votes(core):
     assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, d.host.run().progress.step, b"\x07" * 32)]
 
 
-def test_a_cooldown_that_ends_before_our_last_apply_is_finished_late_then_voted(core):
-    d = Driver(core)
+def training_the_epochs_last_step(d: Driver) -> Train:
+    """The epoch ran out during round 2: round 3 is the flush, and we train step 2 (step 1's failed)."""
     d.past_the_first_round()
     d.host.advance(d.host.run().config.epoch_time)
     d.host.decide(ResultsList.of(1, {}).root)
     d.host.start_pending()
     d.feed()
     (train,) = of(d.feed(TrainFailed(0, 1, "aborted")), Train)
+    return train
+
+
+def finishes_late(d: Driver, train: Train) -> None:
+    """Our training of the epoch's last step completes after its Cooldown: it is applied, saved and voted."""
+    out = d.feed(Trained(0, 2, train.batch, commitment(2, 0), 100, 5.0, 1024, 0.5))
+    step = d.host.run().progress.step
+    assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, step)]
+    out = d.feed(Saved(0, step, b"\x07" * 32, "abc"))
+    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, step, b"\x07" * 32)]
+
+
+def test_a_cooldown_that_ends_before_our_last_apply_is_finished_late_then_voted(core):
+    d = Driver(core)
+    train = training_the_epochs_last_step(d)
     d.host.decide(ResultsList.of(2, {}).root)
     assert d.host.run().state == "Cooldown" and not of(d.feed(), SaveCheckpoint)  # still training step 2
     d.host.advance(d.host.run().config.cooldown_time + 1)
@@ -518,11 +533,37 @@ def test_a_cooldown_that_ends_before_our_last_apply_is_finished_late_then_voted(
     assert d.host.run().state == "WaitingForMembers"
     out = d.feed()
     assert not emitted(out, "left_epoch") and not of(out, LeaveEpoch)  # what was decided is final: finish it
-    out = d.feed(Trained(0, 2, train.batch, commitment(2, 0), 100, 5.0, 1024, 0.5))
-    step = d.host.run().progress.step
-    assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, step)]
-    out = d.feed(Saved(0, step, b"\x07" * 32, "abc"))
-    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, step, b"\x07" * 32)]
+    finishes_late(d, train)
+
+
+def test_a_cooldown_we_never_saw_is_finished_late_from_the_waiting_state_after_it(core):
+    """A far client behind a slow RPC can miss a short Cooldown altogether: until the next Warmup the chain
+    keeps the ended epoch's rounds, so the WaitingForMembers state is enough to finish it."""
+    d = Driver(core)
+    train = training_the_epochs_last_step(d)
+    d.host.decide(ResultsList.of(2, {}).root)  # Cooldown starts and ends unseen
+    d.host.advance(d.host.run().config.cooldown_time + 1)
+    d.host.tick()
+    assert d.host.run().state == "WaitingForMembers"
+    out = d.feed()
+    assert not emitted(out, "left_epoch") and not of(out, LeaveEpoch)
+    finishes_late(d, train)
+
+
+def test_an_epoch_whose_end_we_never_saw_before_the_next_warmup_is_left(core):
+    d = Driver(core)
+    d.past_the_first_round()
+    d.host.advance(d.host.run().config.epoch_time)
+    d.host.decide(ResultsList.of(1, {}).root)
+    d.host.start_pending()
+    d.feed()
+    d.host.decide(ResultsList.of(2, {}).root)
+    d.host.advance(d.host.run().config.cooldown_time + 1)
+    d.host.tick()
+    d.host.to_warmup()  # the next epoch's Warmup cleared the ended epoch's rounds
+    assert d.host.run().state == "Warmup"
+    out = d.feed()
+    assert [e.fields["reason"] for e in emitted(out, "left_epoch")] == ["the epoch ended before our Cooldown"]
 
 
 def test_stop_waits_for_training_in_flight_then_leaves_and_finishes(core):

@@ -222,9 +222,9 @@ class Run:
     model: ModelConfig
     progress: Progress
     clients: tuple[Client, ...]
-    rounds: tuple[
-        Round, ...
-    ]  # this epoch's stored rounds, current first (in Warmup: its witnesses)
+    # this epoch's stored rounds, current first (in Warmup: its witnesses; in WaitingForMembers: the ended
+    # epoch's, which the chain keeps until the next Warmup)
+    rounds: tuple[Round, ...]
     epoch_start: int
     last_step: int
     registry: tuple[RegistryEntry, ...]
@@ -286,7 +286,8 @@ class Run:
         rounds_raw = epoch["rounds"]
         head = epoch["rounds_head"] % len(rounds_raw)
         rounds = []
-        if raw["run_state"] in ("Warmup", "RoundTrain", "RoundWitness", "Cooldown"):
+        ended = raw["run_state"] == "WaitingForMembers" and epoch["clients_len"] > 0
+        if raw["run_state"] in ("Warmup", "RoundTrain", "RoundWitness", "Cooldown") or ended:
             height = rounds_raw[head]["height"]
             for back in range(min(height + 1, len(rounds_raw))):
                 slot = (head - back) % len(rounds_raw)

@@ -399,7 +399,7 @@ class ClientMachine:
         self.finished = False
         # membership
         self.epoch: int | None = None  # the epoch we are a prepared member of
-        self.ended: ChainView | None = None  # our epoch's last Cooldown view: what a late finish applies
+        self.ended: ChainView | None = None  # our epoch as its Cooldown left it: what a late finish applies
         self.preparing: int | None = None
         self.weights_epoch: int | None = None  # the epoch whose starting weights the model holds
         self.saved_manifest: tuple[int, bytes] | None = None  # (step, manifest) of our last epoch-end save
@@ -445,8 +445,9 @@ class ClientMachine:
         match event:
             case ChainUpdate(view):
                 self.view = view
-                if view.run.state == RunState.Cooldown and view.run.progress.epoch == self.epoch:
-                    self.ended = view
+                ended = view if view.run.state == RunState.Cooldown else view.ended
+                if ended is not None and ended.run.progress.epoch == self.epoch:
+                    self.ended = ended
                 pending, self.pending = self.pending, []
                 for sender, result in pending:
                     out += self._on_result(sender, result)
@@ -703,9 +704,10 @@ class ClientMachine:
 
     def _finish_late(self, now: float) -> list[Action]:
         """The chain's Cooldown ended before we applied the epoch's last steps (a far or slow client): what
-        it decided is final, so finish from its last Cooldown view (apply, save, then vote while votes are
-        taken) rather than drop the epoch. Given up, without exit_run (our next join may have landed),
-        when there is no such view or the decided results cannot be had within the fetch deadline."""
+        it decided is final, so finish from the epoch as its Cooldown left it (apply, save, then vote while
+        votes are taken) rather than drop the epoch. Given up, without exit_run (our next join may have
+        landed), when we saw neither its Cooldown nor the WaitingForMembers after it (the next Warmup clears
+        its rounds), or the decided results cannot be had within the fetch deadline."""
         live, ended = self.view, self.ended
         if ended is None or ended.run.progress.epoch != self.epoch:
             out: list[Action] = [Emit("left_epoch", {"epoch": self.epoch, "reason": "the epoch ended before our Cooldown"})]

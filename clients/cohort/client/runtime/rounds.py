@@ -11,7 +11,7 @@ train step s+1 as soon as it has trained s and applied s-1.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import Client, Run, RunState, WitnessRecord
@@ -108,6 +108,7 @@ class ChainView:
     rounds: Mapping[int, RoundView] = field(default_factory=dict)  # stored rounds, and the next one
     newest: int | None = None  # step of the newest stored round
     quorum: int = 1
+    ended: ChainView | None = None  # in WaitingForMembers: the epoch that just ended, as its Cooldown left it
 
     @property
     def current(self) -> RoundView | None:
@@ -123,7 +124,15 @@ def observe(core: CoordinatorCore, run: Run, wallet: object) -> ChainView:
     if upcoming is not None:
         rounds[upcoming.step] = upcoming
     newest = round_step(run) if run.state in (*ROUND_PHASES, RunState.Cooldown) else None
-    return ChainView(run, run.client(wallet), rounds, newest, core.quorum(run.config.witness_nodes))  # type: ignore[arg-type]
+    ended = None
+    if run.state == RunState.WaitingForMembers and run.rounds:
+        # Until the next Warmup the chain keeps the ended epoch's members and rounds (only the phase and the
+        # epoch number moved on): a client that never saw its short Cooldown (a far one, a slow RPC) can
+        # still finish it from this.
+        cooled = replace(run, state=RunState.Cooldown, progress=replace(run.progress, epoch=run.progress.epoch - 1))
+        ended = observe(core, cooled, wallet)
+    quorum = core.quorum(run.config.witness_nodes)
+    return ChainView(run, run.client(wallet), rounds, newest, quorum, ended)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
