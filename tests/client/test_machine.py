@@ -356,8 +356,10 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
             d.feed(ResultHeld(2, index, commitment(2, index)))
     assert not of(d.feed(TimerFired(), dt=0.5), SubmitWitness)
     grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
-    (submitted,) = of(d.feed(TimerFired(), dt=grace), SubmitWitness)
+    out = d.feed(TimerFired(), dt=grace)
+    (submitted,) = of(out, SubmitWitness)
     assert withheld not in submitted.results.indices
+    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{withheld: "not announced"}]  # says why
     # the result arrives late: the record is replaced (an undecided round), at most once a second
     d.feed(TxDone("witness", 3, True))
     d.feed(PeerResult(withheld, d.result(2, withheld)))
@@ -379,8 +381,10 @@ def test_a_result_announced_but_not_yet_fetched_is_waited_for_longer_than_a_sile
     grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
     assert not of(d.feed(TimerFired(), dt=grace + 0.1), SubmitWitness)
     assert not of(d.feed(TimerFired(), dt=grace), SubmitWitness)
-    (submitted,) = of(d.feed(TimerFired(), dt=grace), SubmitWitness)
+    out = d.feed(TimerFired(), dt=grace)
+    (submitted,) = of(out, SubmitWitness)
     assert slow not in submitted.results.indices
+    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{slow: "fetching"}]  # its fetch is in flight
 
 
 def test_the_epochs_first_step_is_waited_for_until_the_training_time_is_up(core):
