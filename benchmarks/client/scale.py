@@ -1,6 +1,7 @@
 """Protocol load as a run grows: 4, 16, 32 and 64 clients of the SYNTHETIC trainer (`cohort train
 --synthetic`: real chain, P2P and transactions, payloads of the real model's size, no training) on one
-localnet, every client its own process.
+localnet, every client its own process (forked from one that imported the client once: LocalRun's
+fork_clients, so 64 clients fit in this machine's memory).
 
     .venv/bin/python benchmarks/client/scale.py [--clients 4,16,32,64] [--rounds 8] [--step-seconds 1.0]
         [--keep DIR]
@@ -8,7 +9,8 @@ localnet, every client its own process.
 Prints per run size, medians over clients and steady rounds: the round time, how many copies of its own
 result a client served (holders re-serve what they checked: this stays a small constant), per-client
 upload and download bytes per round (P2P; results themselves and everything else), per-client RPC requests and bytes
-per round (the localnet counts what each connection asked and received), and transactions per round. The
+per round (the localnet counts what each connection asked and received), transactions per round, and each
+client's memory (its proportional share of the pages it maps, shared ones included). The
 targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
 downloads once each), round time growing no faster than log N.
 """
@@ -36,7 +38,7 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
                               init_min_clients=clients, min_clients=max(2, clients // 2), epoch_time=3600,
                               max_round_train_time=60, warmup_time=300)  # fmt: skip
         extra = ("--synthetic", "--synthetic-seconds", str(step_seconds * clients / batch))  # per sequence
-        async with LocalRun(config=config, root=root, trainer_args=extra) as lr:
+        async with LocalRun(config=config, root=root, trainer_args=extra, fork_clients=True) as lr:
             trainers = await lr.start_members(clients)
             first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 600, "the first round")
             skip = first.progress.step + 3
@@ -46,6 +48,7 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
             before = await lr.rpc_stats()
             await lr.wait_for_events("applied", 1, 120 * rounds, step=skip + rounds)
             after = await lr.rpc_stats()
+            memory = [proportional_memory(t.process.pid) for t in trainers if t.process is not None]
             elapsed_rounds = rounds
             stats = [[e for e in t.events("traffic") if skip <= e["step"] <= skip + rounds] for t in trainers]
     up = [s[-1]["sent"] - s[0]["sent"] for s in stats if len(s) > 1]
@@ -62,21 +65,34 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
         "rpc_requests": (after["requests"] - before["requests"]) / clients / max(elapsed_rounds, 1),
         "rpc_bytes": (after["bytes_out"] - before["bytes_out"]) / clients / max(elapsed_rounds, 1),
         "transactions": (after["transactions"] - before["transactions"]) / max(elapsed_rounds, 1),
+        "memory": statistics.median(m for m in memory if m) if any(memory) else 0.0,
     }
+
+
+def proportional_memory(pid: int) -> float:
+    """A process's proportional set size in bytes (pages shared by k processes count 1/k), 0 if unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
     for column in ("clients", "round (s)", "copies of own result served (median, max)", "upload / client / round",
                    "download / client / round",
-                   "RPC requests / client / round", "RPC bytes / client / round", "transactions / round"):  # fmt: skip
+                   "RPC requests / client / round", "RPC bytes / client / round", "transactions / round",
+                   "memory / client"):  # fmt: skip
         table.add_column(column, justify="right")
     for n in [int(x) for x in args.clients.split(",")]:
         f = await measure(n, args.rounds, args.step_seconds, args.keep)
         table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
                       f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
-                      f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}")  # fmt: skip
-    Console().print(table)
+                      f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}", f"{f['memory'] / 2**20:.0f} MB")  # fmt: skip
+    Console(width=200).print(table)
 
 
 if __name__ == "__main__":

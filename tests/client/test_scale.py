@@ -20,7 +20,8 @@ async def test_sixteen_synthetic_clients_keep_per_client_load_flat(tmp_path: Pat
     config = write_config(tmp_path / "run.toml", global_batch_size_start=32, global_batch_size_end=32,
                           init_min_clients=CLIENTS, min_clients=8, epoch_time=3600, max_round_train_time=30,
                           warmup_time=240)  # fmt: skip
-    async with LocalRun(config=config, root=tmp_path / "run", trainer_args=("--synthetic", "--synthetic-seconds", "0.25")) as lr:  # 2 sequences each: 0.5 s steps
+    async with LocalRun(config=config, root=tmp_path / "run", trainer_args=("--synthetic", "--synthetic-seconds", "0.25"),
+                        fork_clients=True) as lr:  # 2 sequences each: 0.5 s steps
         trainers = await lr.start_members(CLIENTS)
         first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
         skip = first.progress.step + 2

@@ -34,6 +34,8 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import RunFile, load_run_file, packaged_config
 from cohort.sdk.wallet import save_keypair
 
+from .zygote import ForkedProcess, Zygote
+
 DEMO_CONFIG = packaged_config("demo-run.toml")  # ships with the package: the demo works from a wheel
 
 
@@ -93,12 +95,12 @@ def free_port_pair() -> int:
     raise RuntimeError("no free pair of adjacent ports on 127.0.0.1")
 
 
-def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
+def stop_process(process: subprocess.Popen | ForkedProcess, grace: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL it after `grace` seconds."""
     stop_processes([process], grace)
 
 
-def stop_processes(processes: list[subprocess.Popen], grace: float = 10.0) -> None:
+def stop_processes(processes: list[subprocess.Popen | ForkedProcess], grace: float = 10.0) -> None:
     """SIGTERM every process group at once, then SIGKILL those still running `grace` seconds later: each
     leaves on its own (a trainer sends its exit_run), and one after another many would take minutes."""
     running = [p for p in processes if p.poll() is None]
@@ -146,7 +148,7 @@ class TrainerProcess:
     wallet_path: Path
     events_path: Path
     log_path: Path
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | ForkedProcess | None = None
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in read_events(self.events_path) if kind is None or e["event"] == kind]
@@ -183,6 +185,9 @@ class LocalRun:
     placement: Placement | None = None
     log: Callable[[str], None] = lambda _: None
     trainers: list[TrainerProcess] = field(default_factory=list)
+    # `cohort train` processes forked from one that imported the client once (zygote.py): many clients in
+    # the memory of few; not with a placement (its processes start inside other network namespaces)
+    fork_clients: bool = False
 
     async def __aenter__(self) -> LocalRun:
         self._tmp = None
@@ -190,6 +195,9 @@ class LocalRun:
             self._tmp = tempfile.TemporaryDirectory(prefix="cohort-run-")
             self.root = Path(self._tmp.name)
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.fork_clients and self.placement is not None:
+            raise ValueError("fork_clients starts clients in this machine's network namespace: not with a placement")
+        self.zygote: Zygote | None = None
         self.port = NODE_PORT if self.placement is not None else free_port_pair()
         self.ledger = self.root / "ledger"
         self.start_localnet()
@@ -211,6 +219,8 @@ class LocalRun:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(stop_processes, [t.process for t in self.trainers if t.process is not None])
+        if self.zygote is not None:
+            await asyncio.to_thread(self.zygote.close)
         await self.rpc.close()
         self.stop_localnet()
         if self._tmp is not None:
@@ -303,11 +313,16 @@ class LocalRun:
                "COHORT_THREADS": os.environ.get("COHORT_THREADS", "1"), "PYTHONUNBUFFERED": "1", **self.env,
                **(env or {})}  # fmt: skip
         (self.root / "Anchorfile.toml").touch()
-        log = open(trainer.log_path, "ab")
         bind = ("--bind", f"{self.placement.address(name)}:0") if self.placement is not None else ()
+        argv = ["train", "--run", self.run_file.run_id, "--logs", "none", *bind, *self.trainer_args, *extra]
+        if self.fork_clients and entry == ("-m", "cohort.sdk.cli"):
+            if self.zygote is None:
+                self.zygote = Zygote(str(self.root / "zygote.log"))
+            trainer.process = self.zygote.start(argv, env, str(trainer.log_path))
+            return trainer
+        log = open(trainer.log_path, "ab")
         trainer.process = subprocess.Popen(
-            [*self._prefix(name), sys.executable, *entry, "train", "--run", self.run_file.run_id,
-             "--logs", "none", *bind, *self.trainer_args, *extra],
+            [*self._prefix(name), sys.executable, *entry, *argv],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )  # fmt: skip
         log.close()
