@@ -13,6 +13,11 @@ per round (the localnet counts what each connection asked and received), transac
 client's memory (its proportional share of the pages it maps, shared ones included). The
 targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
 downloads once each), round time growing no faster than log N.
+
+On a 2-core machine 64 clients fit in memory (~76 MB each) but not in CPU time: 64 event loops and their
+QUIC handshakes (TLS runs inside the iroh bindings' polls, on each client's Python thread) hold the load
+near 85, every client sees the chain tens of seconds late, and the first round times out. Beyond 16
+clients the round time measured here is CPU contention of N processes on 2 cores, not the protocol.
 """
 
 from __future__ import annotations
@@ -87,17 +92,26 @@ async def main(args: argparse.Namespace) -> None:
                    "RPC requests / client / round", "RPC bytes / client / round", "transactions / round",
                    "memory / client"):  # fmt: skip
         table.add_column(column, justify="right")
+    console, failed = Console(width=200), []
     for n in [int(x) for x in args.clients.split(",")]:
-        f = await measure(n, args.rounds, args.step_seconds, args.keep)
+        try:
+            f = await measure(n, args.rounds, args.step_seconds, args.keep)
+        except TimeoutError as e:  # a size this machine cannot carry: say why, keep the other rows
+            failed.append(f"{n} clients: {str(e)[:300]}")
+            table.add_row(str(n), *["did not finish"] + [""] * 7)
+            continue
+        console.print(f"{n} clients: {f}")  # as it comes: a later size may take long or fail
         table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
                       f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
                       f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}", f"{f['memory'] / 2**20:.0f} MB")  # fmt: skip
-    Console(width=200).print(table)
+    console.print(table)
+    for line in failed:
+        console.print(line)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", default="4,16,32,64")
+    parser.add_argument("--clients", default="4,16,32")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--step-seconds", type=float, default=1.0)
     parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
