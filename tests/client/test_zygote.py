@@ -52,3 +52,14 @@ def test_a_long_running_child_is_stopped_by_its_process_group(zygote, tmp_path: 
         child.wait(2)
     os.killpg(child.pid, signal.SIGKILL)
     assert child.wait(30) == -signal.SIGKILL
+
+
+def test_a_child_that_outlives_its_zygote_is_still_followed(tmp_path: Path):
+    zygote = Zygote(str(tmp_path / "zygote.log"))
+    child = zygote.start(["localnet", "start", "--port", str(free_port_pair()), "--ledger", str(tmp_path / "ledger")],
+                         {"PATH": os.environ.get("PATH", "")}, str(tmp_path / "localnet.log"))  # fmt: skip
+    zygote.process.kill()
+    zygote.close()
+    assert child.poll() is None  # still running, now without the zygote
+    os.killpg(child.pid, signal.SIGKILL)
+    assert child.wait(30) == -1  # gone; its status went with the zygote

@@ -144,22 +144,37 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 @dataclass
 class ForkedProcess:
-    """A child of the zygote, with the part of subprocess.Popen's interface that LocalRun uses."""
+    """A child of the zygote, with the part of subprocess.Popen's interface that LocalRun uses. Its exit
+    status comes from the zygote; should the zygote be gone, whether the pid still lives is all we learn
+    (returncode -1: ended, status unknown)."""
 
     pid: int
     returncode: int | None = None
+    orphaned: bool = False
     _exited: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def poll(self) -> int | None:
+        if self.returncode is None and self.orphaned:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                self.returncode = -1
+                self._exited.set()
+            except PermissionError:
+                pass
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
+        if self.poll() is None:
             os.kill(self.pid, sig)
 
     def wait(self, timeout: float | None = None) -> int:
-        if not self._exited.wait(timeout):
-            raise subprocess.TimeoutExpired(f"forked process {self.pid}", timeout or 0)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            if left <= 0:
+                raise subprocess.TimeoutExpired(f"forked process {self.pid}", timeout or 0)
+            self._exited.wait(left)
         return self.returncode  # type: ignore[return-value]
 
 
@@ -198,6 +213,8 @@ class Zygote:
                         self._answers.append(str(message.get("error")))
                     self._answered.notify_all()
         with self._lock:  # the zygote is gone: so is what it could tell us
+            for child in self._children.values():
+                child.orphaned = True
             self._answered.notify_all()
 
     def start(self, argv: list[str], env: dict[str, str], log: str, timeout: float = 60.0) -> ForkedProcess:
