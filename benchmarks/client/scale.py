@@ -8,9 +8,11 @@ fork_clients, so 64 clients fit in this machine's memory).
 
 Prints per run size, medians over clients and steady rounds: the round time, how many copies of its own
 result a client served (holders re-serve what they checked: this stays a small constant), per-client
-upload and download bytes per round (P2P; results themselves and everything else), per-client RPC requests and bytes
+upload and download bytes per round (P2P; results themselves and everything else) and P2P requests (sent and
+served: what a peer's CPU pays for, more than bytes), per-client RPC requests and bytes
 per round (the localnet counts what each connection asked and received), transactions per round, and each
-client's memory (its proportional share of the pages it maps, shared ones included). The
+client's memory (its proportional share of the pages it maps, shared ones included), and the CPU
+seconds per round of a client and of the localnet (what N processes ask of the machine's cores). The
 targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
 downloads once each), round time growing no faster than log N.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -50,15 +53,16 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
             # from here on the harness reads nothing from the RPC (it watches the clients' event files), so
             # the localnet's traffic is the clients' alone
             await lr.wait_for_events("applied", 1, 300, step=skip)
-            before = await lr.rpc_stats()
+            before, cpu_before = await lr.rpc_stats(), cpu_seconds(trainers, lr.localnet.pid)
             await lr.wait_for_events("applied", 1, 120 * rounds, step=skip + rounds)
-            after = await lr.rpc_stats()
+            after, cpu_after = await lr.rpc_stats(), cpu_seconds(trainers, lr.localnet.pid)
             memory = [proportional_memory(t.process.pid) for t in trainers if t.process is not None]
             elapsed_rounds = rounds
             stats = [[e for e in t.events("traffic") if skip <= e["step"] <= skip + rounds] for t in trainers]
     up = [s[-1]["sent"] - s[0]["sent"] for s in stats if len(s) > 1]
     down = [s[-1]["received"] - s[0]["received"] for s in stats if len(s) > 1]
     times = [s[-1]["t"] - s[0]["t"] for s in stats if len(s) > 1]
+    requests = [s[-1]["requests"] - s[0]["requests"] for s in stats if len(s) > 1]
     per_round = statistics.median(times) / max(elapsed_rounds, 1)
     own = [e["own_uploads"] for s in stats for e in s if e.get("own_uploads") is not None]
     return {
@@ -67,11 +71,31 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
         "round": per_round,
         "up": statistics.median(up) / max(elapsed_rounds, 1),
         "down": statistics.median(down) / max(elapsed_rounds, 1),
+        "requests": statistics.median(requests) / max(elapsed_rounds, 1),
         "rpc_requests": (after["requests"] - before["requests"]) / clients / max(elapsed_rounds, 1),
         "rpc_bytes": (after["bytes_out"] - before["bytes_out"]) / clients / max(elapsed_rounds, 1),
         "transactions": (after["transactions"] - before["transactions"]) / max(elapsed_rounds, 1),
         "memory": statistics.median(m for m in memory if m) if any(memory) else 0.0,
+        "cpu_client": statistics.median(cpu_after[0][i] - cpu_before[0][i] for i in range(len(trainers)))
+        / max(elapsed_rounds, 1),
+        "cpu_localnet": (cpu_after[1] - cpu_before[1]) / max(elapsed_rounds, 1),
     }
+
+
+def cpu_seconds(trainers: list, localnet_pid: int) -> tuple[list[float], float]:
+    """CPU seconds (user + system) used so far by each client, and by the localnet's process group (the
+    validator and the RPC proxy it starts): what N processes ask of this machine's cores."""
+    tick = os.sysconf("SC_CLK_TCK")
+    per_pid: dict[int, tuple[int, float]] = {}  # pid -> (process group, seconds)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        per_pid[int(stat.parent.name)] = (int(fields[2]), (int(fields[11]) + int(fields[12])) / tick)
+    clients = [per_pid.get(t.process.pid, (0, 0.0))[1] if t.process is not None else 0.0 for t in trainers]
+    localnet = sum(seconds for group, seconds in per_pid.values() if group == localnet_pid)
+    return clients, localnet
 
 
 def proportional_memory(pid: int) -> float:
@@ -88,9 +112,9 @@ def proportional_memory(pid: int) -> float:
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
     for column in ("clients", "round (s)", "copies of own result served (median, max)", "upload / client / round",
-                   "download / client / round",
+                   "download / client / round", "P2P requests / client / round",
                    "RPC requests / client / round", "RPC bytes / client / round", "transactions / round",
-                   "memory / client"):  # fmt: skip
+                   "memory / client", "CPU s / client / round", "CPU s / round, localnet"):  # fmt: skip
         table.add_column(column, justify="right")
     console, failed = Console(width=200), []
     for n in [int(x) for x in args.clients.split(",")]:
@@ -98,12 +122,13 @@ async def main(args: argparse.Namespace) -> None:
             f = await measure(n, args.rounds, args.step_seconds, args.keep)
         except TimeoutError as e:  # a size this machine cannot carry: say why, keep the other rows
             failed.append(f"{n} clients: {str(e)[:300]}")
-            table.add_row(str(n), *["did not finish"] + [""] * 7)
+            table.add_row(str(n), *["did not finish"] + [""] * 10)
             continue
         console.print(f"{n} clients: {f}")  # as it comes: a later size may take long or fail
         table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
-                      f"{f['up']:,.0f} B", f"{f['down']:,.0f} B",
-                      f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}", f"{f['memory'] / 2**20:.0f} MB")  # fmt: skip
+                      f"{f['up']:,.0f} B", f"{f['down']:,.0f} B", f"{f['requests']:.0f}",
+                      f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}", f"{f['memory'] / 2**20:.0f} MB",
+                      f"{f['cpu_client']:.2f}", f"{f['cpu_localnet']:.2f}")  # fmt: skip
     console.print(table)
     for line in failed:
         console.print(line)

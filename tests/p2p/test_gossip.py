@@ -19,7 +19,13 @@ from cohort.client.p2p import (
     gossip_topic,
 )
 from cohort.client.p2p.announcement import MAX_ANNOUNCEMENT, MAX_PAYLOAD
-from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL, repair_frames
+from cohort.client.p2p.gossip import (
+    DIGEST_PROTOCOL,
+    MAX_PUSH_REQUEST,
+    PUSH_PROTOCOL,
+    push_body,
+    repair_frames,
+)
 from cohort.client.p2p.overlay import neighbours
 
 TOPIC = gossip_topic("test-run")
@@ -107,16 +113,14 @@ async def test_bad_gossip_input_is_refused_and_the_node_keeps_going(start_nodes,
     forged = valid[:-64] + os.urandom(64)
     assert await push(os.urandom(300)) == Status.BAD_REQUEST
     assert await push(b"") == Status.BAD_REQUEST
-    assert await push(forged) == Status.BAD_REQUEST
-    assert (
-        await push(Announcement.create(outsider, TOPIC, 1, 0, b"hi").encode()) == Status.FORBIDDEN
-    )
-    assert (
-        await push(Announcement.create(a.transport.key, gossip_topic("x"), 1, 0, b"").encode())
-        == Status.BAD_REQUEST
-    )
-    assert await push(b"\x01" * (MAX_ANNOUNCEMENT + 1)) == Status.TOO_LARGE
-    assert b.gossip.stats.rejected == 5 and b.gossip.stats.delivered == 0
+    assert await push(push_body([forged])) == Status.BAD_REQUEST
+    assert await push(push_body([valid])[:-1]) == Status.BAD_REQUEST  # ends inside its frame
+    outsiders = Announcement.create(outsider, TOPIC, 1, 0, b"hi").encode()
+    assert await push(push_body([outsiders])) == Status.FORBIDDEN
+    wrong_topic = Announcement.create(a.transport.key, gossip_topic("x"), 1, 0, b"").encode()
+    assert await push(push_body([wrong_topic])) == Status.BAD_REQUEST
+    assert await push(b"\x01" * (MAX_PUSH_REQUEST + 1)) == Status.TOO_LARGE
+    assert b.gossip.stats.rejected == 6 and b.gossip.stats.delivered == 0
 
     for body in (b"1234567", struct.pack(">Q", 0) + b"12345"):
         with pytest.raises(RemoteError) as e:
@@ -127,6 +131,34 @@ async def test_bad_gossip_input_is_refused_and_the_node_keeps_going(start_nodes,
     await a.announce(1, b"still works")
     await arrived(got)
     assert [m.payload for m in got] == [b"still works"]
+
+
+async def test_a_bad_announcement_in_a_push_costs_the_others_nothing_and_is_reported(start_nodes):
+    a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
+    got = []
+    b.gossip.on_message = got.append
+    good = [Announcement.create(a.transport.key, TOPIC, 1, i, b"ok %d" % i).encode() for i in range(2)]
+    outsider = Announcement.create(NodeKey.generate(), TOPIC, 1, 0, b"not a member").encode()
+    with pytest.raises(RemoteError) as e:
+        async with a.transport.request(b.address, PUSH_PROTOCOL, push_body([good[0], outsider, good[1]])):
+            pass
+    assert e.value.status == Status.FORBIDDEN and "1 of 3 announcements refused" in str(e.value)
+    assert sorted(m.payload for m in got) == [b"ok 0", b"ok 1"]
+
+
+async def test_announcements_that_wait_for_a_push_to_a_peer_leave_together(start_nodes):
+    a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
+    got = []
+    b.gossip.on_message = got.append
+    for i in range(20):  # no await between them: all wait for the push task to run
+        a.gossip._push_to_neighbours(Announcement.create(a.transport.key, TOPIC, 1, i, b"r%d" % i), set())
+    for _ in range(200):
+        if len(got) == 20:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(m.seq for m in got) == list(range(20))
+    assert a.gossip.stats.pushes_sent == 20 and a.gossip.stats.push_requests == 1
+    assert not a.gossip._outbox and not a.gossip._pushing and not a.gossip._in_flight
 
 
 async def test_rounds_window(start_nodes):

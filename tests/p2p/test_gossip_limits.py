@@ -8,7 +8,7 @@ import pytest
 
 from cohort.client.p2p import Announcement, GossipConfig, P2PNode, RemoteError, Status, gossip_topic
 from cohort.client.p2p.announcement import MAX_ANNOUNCEMENT, MAX_PAYLOAD
-from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL
+from cohort.client.p2p.gossip import DIGEST_PROTOCOL, PUSH_PROTOCOL, push_body
 
 TOPIC = gossip_topic("test-run")
 FULL = b"x" * MAX_PAYLOAD  # a 4 KB announcement
@@ -24,7 +24,7 @@ def held_from(node: P2PNode, origin: P2PNode) -> int:
 async def push(sender: P2PNode, target: P2PNode, announcement: Announcement) -> Status:
     try:
         async with sender.transport.request(
-            target.address, PUSH_PROTOCOL, announcement.encode()
+            target.address, PUSH_PROTOCOL, push_body([announcement.encode()])
         ) as reply:
             await reply.read()
     except RemoteError as e:
@@ -52,7 +52,8 @@ async def test_future_rounds_and_per_origin_quota(start_nodes):
     assert Status.TOO_LARGE in statuses
     assert held_from(victim, attacker) <= config.max_bytes_per_origin
     assert victim.gossip.stats.over_quota == statuses.count(Status.TOO_LARGE)
-    assert victim.gossip.stats.push_bytes_sent <= config.max_bytes_per_origin
+    framing = 2 * victim.gossip.stats.pushes_sent  # each announcement's u16 length in its push
+    assert victim.gossip.stats.push_bytes_sent <= config.max_bytes_per_origin + framing
     assert held_from(neighbour, attacker) <= config.max_bytes_per_origin  # forwarded no more
 
     victim.advance_round(10)  # moving on frees all of it

@@ -2,6 +2,10 @@
 
 On first receipt a node checks the announcement (known origin, valid signature, live round), hands
 it to the application once, and pushes it to its overlay neighbours except the one it came from.
+Pushes to a neighbour go one at a time, each carrying everything that waits for it: what comes while
+one is in flight leaves with the next. No timer holds a push back, so a quiet link adds no latency,
+and the longer a link's round trip (or the busier the node), the more each push carries: each request
+costs its two ends far more CPU than its bytes do.
 Every `repair_interval` seconds (and on `repair_now`, e.g. at round close) each node sends its
 neighbours, and one random other member (a probe), a digest of the ids it holds; they answer with
 what it is missing. So a message lost to a dead link, a full queue or a late membership update still
@@ -17,7 +21,7 @@ included) deliver what it should have passed on is suspected after `silent_strik
 the next node on its rings takes its place.
 
 Protocols (over any transport):
-    push    request = one announcement; empty reply
+    push    request = (u16 length | announcement)+ (at most MAX_PUSH_REQUEST bytes); empty reply
     digest  request = u64 oldest round | 8-byte id prefixes held; reply = (u16 length | announcement)*
 """
 
@@ -28,7 +32,7 @@ import logging
 import random
 import struct
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -47,13 +51,14 @@ from .transport import (
 
 log = logging.getLogger(__name__)
 
-PUSH_PROTOCOL = "cohort/gossip/push/1"
+PUSH_PROTOCOL = "cohort/gossip/push/2"
 DIGEST_PROTOCOL = "cohort/gossip/digest/1"
 SHORT_ID = 8
 MAX_DIGEST_IDS = 16384
 _ROUND = struct.Struct(">Q")
 _FRAME = struct.Struct(">H")
 _REPLY_BATCH = 64 << 10
+MAX_PUSH_REQUEST = 64 << 10  # one push: whole frames only
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ class GossipConfig:
     max_per_origin_round: int = 64
     max_messages_per_origin: int = 128
     max_bytes_per_origin: int = 256 << 10
-    max_in_flight_per_peer: int = 64
+    max_in_flight_per_peer: int = 64  # announcements queued for, or being pushed to, one peer
     max_repair_messages: int = 512
     max_repair_bytes: int = 1 << 20
     max_digests_per_peer: int = 2
@@ -105,7 +110,8 @@ class GossipStats:
     stale: int = 0
     future: int = 0
     over_quota: int = 0
-    pushes_sent: int = 0
+    pushes_sent: int = 0  # announcements pushed (a push request carries one or more)
+    push_requests: int = 0
     push_failures: int = 0
     push_bytes_sent: int = 0
     dropped_backlog: int = 0
@@ -165,13 +171,15 @@ class Gossip:
         self._next_seq: dict[int, int] = defaultdict(int)
         self._suspects: dict[NodeId, float] = {}
         self._neighbours_cache: tuple[object, set[NodeId]] | None = None
-        self._in_flight: dict[NodeId, int] = defaultdict(int)
+        self._in_flight: dict[NodeId, int] = {}  # announcements of the push in flight to each peer
+        self._outbox: dict[NodeId, list[bytes]] = {}  # encoded, waiting for the push in flight to end
+        self._pushing: set[NodeId] = set()  # peers with a push task running
         self._digests_serving: dict[NodeId, int] = defaultdict(int)
         self._strikes: dict[NodeId, int] = defaultdict(int)
         self._heard_from: set[NodeId] = set()  # peers that pushed us announcements lately
         self._tasks: set[asyncio.Task] = set()
         self._repair_task: asyncio.Task | None = None
-        transport.add_protocol(PUSH_PROTOCOL, self._on_push, max_request=MAX_ANNOUNCEMENT)
+        transport.add_protocol(PUSH_PROTOCOL, self._on_push, max_request=MAX_PUSH_REQUEST)
         transport.add_protocol(
             DIGEST_PROTOCOL, self._on_digest, max_request=_ROUND.size + SHORT_ID * MAX_DIGEST_IDS
         )
@@ -365,42 +373,82 @@ class Gossip:
             del self._origin_use[announcement.origin]
 
     async def _on_push(self, peer: NodeId, body: bytes, reply: ReplyWriter) -> None:
+        """Take every valid announcement of the push; a bad one does not cost the others their place,
+        but the pusher hears of it (the status and reason of the first one refused)."""
         self.stats.push_bytes_received += len(body)
+        buffer = bytearray(body)
         try:
-            announcement = Announcement.decode(body)
+            frames = list(take_frames(buffer))
+            if buffer or not frames:
+                raise ValueError("a push is whole (u16 length | announcement) frames, at least one")
         except ValueError as e:
             self.stats.rejected += 1
             raise RequestRejected(Status.BAD_REQUEST, str(e)) from None
-        self._ingest(announcement, peer)
+        first: RequestRejected | None = None
+        refused = 0
+        for data in frames:
+            try:
+                self._ingest(Announcement.decode(data), peer)
+            except ValueError as e:
+                self.stats.rejected += 1
+                error = RequestRejected(Status.BAD_REQUEST, str(e))
+            except RequestRejected as e:
+                error = e
+            else:
+                continue
+            refused += 1
+            first = first or error
+        if first is not None:
+            raise RequestRejected(
+                first.status, f"{refused} of {len(frames)} announcements refused; the first: {first.message}"
+            )
 
     # --- pushing ------------------------------------------------------------------------------
 
     def _push_to_neighbours(self, announcement: Announcement, skip: set[NodeId]) -> None:
         data = announcement.encode()
         for peer in self.neighbours():
-            if peer.node_id in skip:
+            node = peer.node_id
+            if node in skip:
                 continue
-            if self._in_flight[peer.node_id] >= self.config.max_in_flight_per_peer:
+            queue = self._outbox.setdefault(node, [])
+            if len(queue) + self._in_flight.get(node, 0) >= self.config.max_in_flight_per_peer:
                 self.stats.dropped_backlog += 1  # repair will carry it
                 continue
-            self._in_flight[peer.node_id] += 1
-            self._spawn(self._push(peer, data))
+            queue.append(data)
+            if node not in self._pushing:
+                self._pushing.add(node)
+                self._spawn(self._push(peer))
 
-    async def _push(self, peer: PeerAddress, data: bytes) -> None:
+    async def _push(self, peer: PeerAddress) -> None:
+        """Push what waits for `peer`, one request at a time, until nothing does."""
+        node = peer.node_id
         try:
-            async with asyncio.timeout(self.config.send_timeout):
-                async with self.transport.request(
-                    peer, PUSH_PROTOCOL, data, open_timeout=self.config.send_timeout
-                ) as reply:
-                    while await reply.read():
-                        pass
-            self.stats.pushes_sent += 1
-            self.stats.push_bytes_sent += len(data)
-        except (TransportError, TimeoutError) as e:
-            self.stats.push_failures += 1
-            self._suspect(peer.node_id, e)
+            while queue := self._outbox.get(node):
+                batch = _take_batch(queue)
+                self._in_flight[node] = len(batch)
+                body = push_body(batch)
+                peer = self._members.get(node, peer)  # it may have moved (restarted) meanwhile
+                try:
+                    async with asyncio.timeout(self.config.send_timeout):
+                        async with self.transport.request(
+                            peer, PUSH_PROTOCOL, body, open_timeout=self.config.send_timeout
+                        ) as reply:
+                            while await reply.read():
+                                pass
+                except (TransportError, TimeoutError) as e:
+                    self.stats.push_failures += 1
+                    self.stats.dropped_backlog += len(self._outbox.pop(node, ()))  # repair carries them
+                    self._suspect(node, e)
+                    return
+                self.stats.push_requests += 1
+                self.stats.pushes_sent += len(batch)
+                self.stats.push_bytes_sent += len(body)
         finally:
-            self._in_flight[peer.node_id] -= 1
+            self._in_flight.pop(node, None)
+            self._pushing.discard(node)
+            if not self._outbox.get(node):
+                self._outbox.pop(node, None)
 
     def _suspect(self, node_id: NodeId, why: BaseException | str) -> None:
         log.info("gossip with %r failed (%s); using the next node on its rings", node_id, why)
@@ -555,6 +603,37 @@ class Gossip:
         await reply.write(bytes(batch))
 
 
+def push_body(encoded: Iterable[bytes]) -> bytes:
+    """A push request of encoded announcements: (u16 length | announcement)*."""
+    return b"".join(_FRAME.pack(len(data)) + data for data in encoded)
+
+
+def _take_batch(queue: list[bytes]) -> list[bytes]:
+    """Take from the front of `queue` the announcements of one push (MAX_PUSH_REQUEST bytes at most)."""
+    size = count = 0
+    for data in queue:
+        if count and size + _FRAME.size + len(data) > MAX_PUSH_REQUEST:
+            break
+        size += _FRAME.size + len(data)
+        count += 1
+    batch = queue[:count]
+    del queue[:count]
+    return batch
+
+
+def take_frames(buffer: bytearray) -> Iterator[bytes]:
+    """Yield (and remove from `buffer`) the whole u16 length-prefixed announcements at its front; what
+    is left is the start of a frame not yet complete."""
+    while len(buffer) >= _FRAME.size:
+        (length,) = _FRAME.unpack_from(buffer)
+        if length > MAX_ANNOUNCEMENT:
+            raise ValueError(f"a frame of {length} bytes exceeds an announcement's {MAX_ANNOUNCEMENT}")
+        if len(buffer) < _FRAME.size + length:
+            return
+        yield bytes(buffer[_FRAME.size : _FRAME.size + length])
+        del buffer[: _FRAME.size + length]
+
+
 async def repair_frames(reply: Reply) -> AsyncIterator[bytes]:
     """Split a digest reply into announcements (u16 length-prefixed)."""
     buffer = bytearray()
@@ -563,13 +642,7 @@ async def repair_frames(reply: Reply) -> AsyncIterator[bytes]:
         if not chunk:
             break
         buffer += chunk
-        while len(buffer) >= _FRAME.size:
-            (length,) = _FRAME.unpack_from(buffer)
-            if length > MAX_ANNOUNCEMENT:
-                raise ValueError(f"repair frame of {length} bytes exceeds {MAX_ANNOUNCEMENT}")
-            if len(buffer) < _FRAME.size + length:
-                break
-            yield bytes(buffer[_FRAME.size : _FRAME.size + length])
-            del buffer[: _FRAME.size + length]
+        for frame in take_frames(buffer):
+            yield frame
     if buffer:
         raise ValueError("repair reply ends inside a frame")

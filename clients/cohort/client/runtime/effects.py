@@ -316,7 +316,9 @@ class Effects:
         uploads = c.node.blob_server.served.get(own, 0) if own is not None else None
         g = c.node.gossip.stats  # what gossip refused or failed to pass on so far: why a result may not arrive
         trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
-        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble)
+        t = c.node.transport.stats  # requests, not bytes, are what a peer's CPU pays for
+        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble,
+                      requests=t.requests_sent + t.requests_served)  # fmt: skip
 
     def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
         self.spawn(self._save(action), "checkpoint")
