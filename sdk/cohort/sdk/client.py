@@ -583,7 +583,7 @@ class RunClient:
         rounds = run.rounds
         if back >= len(rounds):
             return ()
-        head = self.idl.decode_account("Run", run.data)["epoch"]["rounds_head"]
+        head = self.idl.decode_account_reusing("Run", run.data)["epoch"]["rounds_head"]
         count = self.idl.constants["NUM_ROUNDS"]
         size = self.idl.size_of({"defined": {"name": "RoundWitnesses"}})
         offset = 8 + self.idl.offset_of("Run", "witnesses") + (head + count - back) % count * size

@@ -43,6 +43,7 @@ _LOG_SUCCESS = re.compile(rf"Program ({_BASE58_ID}) success")
 _LOG_FAILED = re.compile(rf"Program ({_BASE58_ID}) failed(: .*)?", re.DOTALL)
 _LOG_DATA = "Program data: "
 _LOG_TRUNCATED = "Log truncated"
+REUSED_FIELD_BYTES = 1024  # decode_account_reusing: fields this large are kept by their bytes
 
 
 class IdlError(ValueError):
@@ -85,6 +86,8 @@ class Idl:
             c["name"]: int(c["value"]) for c in idl.get("constants", []) if c["type"] in _PRIMS
         }
         self._sizes: dict[str, int | None] = {}
+        self._layouts: dict[str, list[tuple[str, Any, int, int]] | None] = {}
+        self._reused: dict[tuple[str, str], tuple[bytes, Any]] = {}  # (account, field) -> (bytes, value)
 
     @classmethod
     def load(cls, path: str | Path) -> Idl:
@@ -373,6 +376,49 @@ class Idl:
             raise IdlError(f"account data is not a {name} (discriminator {bytes(data[:8]).hex()})")
         value, _ = self.decode({"defined": {"name": name}}, data, 8)
         return value
+
+    def decode_account_reusing(self, name: str, data: bytes | memoryview) -> dict[str, Any]:
+        """`decode_account` for an account read again and again (a followed Run, several times a round):
+        each fixed-size field of REUSED_FIELD_BYTES or more whose bytes equal those of the last call is not
+        decoded again but shared with it (read-only: callers must not change what they get). Most of a
+        Run's bytes are its member table and registry, which rarely change; decoding them was most of a
+        follower's CPU."""
+        layout = self._layout(name)
+        if layout is None:
+            return self.decode_account(name, data)
+        view = memoryview(data)
+        if bytes(view[:8]) != self.accounts[name]:
+            raise IdlError(f"account data is not a {name} (discriminator {bytes(view[:8]).hex()})")
+        value: dict[str, Any] = {}
+        for field, type_, offset, size in layout:
+            if size < REUSED_FIELD_BYTES:
+                value[field] = self.decode(type_, view, offset)[0]
+                continue
+            raw = bytes(view[offset : offset + size])
+            last = self._reused.get((name, field))
+            if last is None or last[0] != raw:
+                if len(raw) != size:
+                    raise IdlError(f"{name} data ends inside {field} (offset {offset}, {size} bytes)")
+                last = (raw, self.decode(type_, raw)[0])
+                self._reused[(name, field)] = last
+            value[field] = last[1]
+        return value
+
+    def _layout(self, name: str) -> list[tuple[str, Any, int, int]] | None:
+        """(field, type, offset in the account data, size) of a fixed-size account; None if not fixed-size."""
+        if name not in self._layouts:
+            if name not in self.accounts:
+                raise IdlError(f"{self.name} has no account type {name!r}")
+            layout, offset = [], 8
+            for f in self.types[name]["fields"]:
+                size = self.size_of(f["type"])
+                if size is None:
+                    layout = None
+                    break
+                layout.append((f["name"], f["type"], offset, size))
+                offset += size
+            self._layouts[name] = layout
+        return self._layouts[name]
 
     def decode_event(self, payload: bytes) -> tuple[str, dict[str, Any]] | None:
         """An event from the bytes of one `Program data:` line, or None if it is not one of ours."""

@@ -281,7 +281,7 @@ class Run:
     def decode(cls, address: Pubkey, data: bytes, idl: Any, *, fresh_records: bool = True) -> Run:
         """The Run in `data`. With fresh_records=False (the hot prefix was read, the rest is an older copy)
         the rounds' witness records are left out rather than shown stale."""
-        raw = idl.decode_account("Run", data)
+        raw = idl.decode_account_reusing("Run", data)  # a follower decodes it several times a round
         epoch = raw["epoch"]
         rounds_raw = epoch["rounds"]
         head = epoch["rounds_head"] % len(rounds_raw)

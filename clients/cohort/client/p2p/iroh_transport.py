@@ -363,9 +363,9 @@ class _IrohReplyWriter:
         self.started = False
 
     async def write(self, data: bytes) -> None:
-        if not self.started:
+        if not self.started:  # the status goes with the first bytes: one call into iroh, not two
             self.started = True
-            await self._send.write_all(bytes([Status.OK]))
+            data = bytes([Status.OK]) + data
         if data:
             await self._send.write_all(data)
 
