@@ -161,6 +161,23 @@ async def test_announcements_that_wait_for_a_push_to_a_peer_leave_together(start
     assert not a.gossip._outbox and not a.gossip._pushing and not a.gossip._in_flight
 
 
+async def test_a_refused_push_does_not_hold_back_what_waits_behind_it(start_nodes):
+    a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
+    got = []
+    b.gossip.on_message = got.append
+    outsider = Announcement.create(NodeKey.generate(), TOPIC, 1, 0, b"x" * MAX_PAYLOAD)
+    a.gossip._push_to_neighbours(outsider, set())  # refused by b: not a member
+    for i in range(20):  # 4 KB each: they fill the refused push and one more
+        a.gossip._push_to_neighbours(Announcement.create(a.transport.key, TOPIC, 1, i, b"y" * MAX_PAYLOAD), set())
+    for _ in range(200):
+        if len(got) == 20:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(m.seq for m in got) == list(range(20))
+    assert a.gossip.stats.push_failures == 1 and a.gossip.stats.push_requests == 1  # the other one
+    assert a.gossip.stats.dropped_backlog == 0
+
+
 async def test_rounds_window(start_nodes):
     (a,) = await start_nodes(1, gossip=GossipConfig(repair_interval=0, retain_rounds=2))
     await a.announce(1, b"r1")

@@ -41,6 +41,7 @@ from .announcement import MAX_ANNOUNCEMENT, TOPIC_BYTES, Announcement
 from .identity import NodeId
 from .transport import (
     PeerAddress,
+    RemoteError,
     Reply,
     ReplyWriter,
     RequestRejected,
@@ -436,6 +437,10 @@ class Gossip:
                         ) as reply:
                             while await reply.read():
                                 pass
+                except RemoteError as e:  # it answered (and kept what it accepted): the rest still goes
+                    self.stats.push_failures += 1
+                    self._suspect(node, e)
+                    continue
                 except (TransportError, TimeoutError) as e:
                     self.stats.push_failures += 1
                     self.stats.dropped_backlog += len(self._outbox.pop(node, ()))  # repair carries them
