@@ -129,3 +129,18 @@ async def test_corrupt_peer_and_untrusted_manifest(start_nodes, tmp_path):
         await joiner.download_directory(manifest.hash(), [honest.address], tmp_path / "ok")
     with pytest.raises(ValueError, match="no providers"):
         await joiner.download_directory(manifest.hash(), [], tmp_path / "none")
+
+
+async def test_a_pruned_checkpoint_does_not_answer_for_the_chunks_it_shared_with_the_next(start_nodes, tmp_path):
+    import shutil
+
+    old = make_checkpoint(tmp_path / "step-10")
+    new = make_checkpoint(tmp_path / "step-20")  # another model file, the same config.json
+    server, joiner = await start_nodes(2)
+    await server.share_directory(old)
+    manifest_hash = await server.share_directory(new)
+    shutil.rmtree(old)  # pruned: it was shared first, so it would be asked first for config.json
+    await joiner.download_directory(manifest_hash, [server.address], tmp_path / "joined")
+    assert (tmp_path / "joined" / "config.json").read_bytes() == (new / "config.json").read_bytes()
+    await server.share_directory(new)  # shared again: replaces its share, and the pruned one leaves
+    assert [s.root for s in server.blob_server.sources if hasattr(s, "root")] == [new]

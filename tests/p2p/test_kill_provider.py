@@ -4,6 +4,7 @@ address, it is asked at once, not through the dead connection."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 
@@ -75,3 +76,31 @@ async def test_a_restarted_provider_at_a_new_address_is_asked_at_once(kind, make
         assert time.monotonic() - started < 2.0, f"life {life}: {time.monotonic() - started:.1f} s"
         peer.proc.send_signal(signal.SIGKILL)
         peer.stop()
+
+
+async def test_a_restarted_peer_that_dialled_us_is_reached_at_its_new_address(kind, make_transport, spawn_peer, tmp_path):
+    # its old instance's connections to us are still open (QUIC waits 30 s to call them dead) when the new
+    # one starts and dials us too: our dial to the new address must still get through, at once
+    key_file = tmp_path / "peer.key"
+    peer_key = NodeKey.generate()
+    peer_key.save(key_file)
+    client_key = NodeKey.generate()
+    client = await make_transport(
+        client_key, Allowlist([peer_key.node_id]), {BLOB_PROTOCOL: (BlobServer([BlobStore()]).handle, 64)}
+    )
+    me = f"{client_key.node_id.hex()}@{client.address.addrs[0]}"
+    fetcher = BlobFetcher(client, BlobStore())
+    for life in range(2):
+        peer = spawn_peer(kind, [client_key.node_id], "--random-blob", f"1:{life}", "--key-file", str(key_file),
+                          "--dial", me)  # fmt: skip
+        for _ in range(500):  # its dial reached us (bounded: 5 s)
+            if client.stats.requests_served > life:
+                break
+            await asyncio.sleep(0.01)
+        assert client.stats.requests_served == life + 1
+        started = time.monotonic()
+        result = await fetcher.fetch_detailed(peer.blobs[0], [peer.address])
+        assert result.provider == peer_key.node_id and not result.failed, result.failed
+        assert time.monotonic() - started < 2.0, f"life {life}: {time.monotonic() - started:.1f} s"
+        peer.proc.send_signal(signal.SIGKILL)
+        peer.proc.wait(10)

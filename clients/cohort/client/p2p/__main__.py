@@ -20,12 +20,13 @@ import sys
 from pathlib import Path
 
 from .allowlist import Allowlist
-from .blob_protocol import BlobServer
+from .blob_protocol import BLOB_PROTOCOL, BlobServer
 from .blob_store import BlobStore
 from .directory import DirectoryShare
 from .http_transport import HttpTransport
 from .identity import NodeId, NodeKey
 from .iroh_transport import IrohConfig, IrohTransport
+from .transport import PeerAddress, RemoteError, TransportError
 
 
 def seeded_bytes(size: int, seed: int) -> bytes:
@@ -38,6 +39,16 @@ def _random_blob(spec: str) -> tuple[int, int]:
         return int(mb), int(seed)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected MB:SEED, got {spec!r}") from None
+
+
+def _peer_address(spec: str) -> PeerAddress:
+    node, sep, addr = spec.partition("@")
+    try:
+        if not sep or not addr:
+            raise ValueError("no address")
+        return PeerAddress(NodeId.from_hex(node), (addr,))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NODE_ID@HOST:PORT, got {spec!r}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
         "--share-dir", action="append", default=[], type=Path, help="directory to share"
     )
     serve.add_argument("--relay", action="append", default=[], metavar="URL", help="iroh relay URL")
+    serve.add_argument(
+        "--dial", action="append", default=[], type=_peer_address, metavar="NODE_ID@HOST:PORT",
+        help="once started, ask this node for a blob (any answer will do), so it has a connection from us",
+    )
     serve.add_argument(
         "--stdin-lifeline", action="store_true", help="stop when standard input closes"
     )
@@ -102,6 +117,14 @@ async def serve(args: argparse.Namespace) -> None:
             ),
             flush=True,
         )
+        for peer in args.dial:  # after the line above: whoever started us may be waiting for it
+            try:
+                async with transport.request(peer, BLOB_PROTOCOL, bytes(32)) as reply:
+                    await reply.read()
+            except RemoteError:
+                pass  # an answer refusing the request is all we asked for
+            except TransportError as e:
+                print(f"cannot reach {peer.node_id!r}: {e}", file=sys.stderr, flush=True)
         await stop.wait()
 
 

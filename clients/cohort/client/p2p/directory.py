@@ -46,11 +46,21 @@ class DirectoryShare:
         )
         return cls(root, manifest)
 
+    @property
+    def gone(self) -> bool:
+        """Its directory was deleted (a pruned checkpoint): it holds nothing any more."""
+        return not self.root.is_dir()
+
     def blob_size(self, blob: bytes) -> int | None:
         if blob == self.manifest_hash:
-            return len(self._manifest_bytes)
-        ref = self._chunks.get(blob)
-        return None if ref is None else ref.size
+            size = len(self._manifest_bytes)
+        elif (ref := self._chunks.get(blob)) is not None:
+            size = ref.size
+        else:
+            return None
+        # chunks repeat across checkpoints (config.json, the tokenizer): a pruned one must not answer for
+        # them, or the blob server picks it over the newer share that still has the file
+        return None if self.gone else size
 
     async def read_blob(self, blob: bytes, offset: int, size: int) -> bytes:
         if blob == self.manifest_hash:

@@ -125,12 +125,16 @@ class P2PNode:
         """Serve a checkpoint directory; returns its manifest hash (what goes on chain).
 
         Without a manifest the directory is hashed first (in a worker thread: it reads every byte).
+        Directories deleted since (pruned checkpoints) stop being served; one shared again replaces its
+        old share.
         """
         if manifest is None:
             share = await asyncio.to_thread(DirectoryShare.scan, root)
         else:
             share = DirectoryShare(root, manifest)
-        self.blob_server.sources.append(share)
+        sources = self.blob_server.sources  # pruned checkpoints leave; the list does not grow per epoch
+        sources[:] = [s for s in sources if not (isinstance(s, DirectoryShare) and (s.gone or s.root == share.root))]
+        sources.append(share)
         return share.manifest_hash
 
     async def download_directory(
