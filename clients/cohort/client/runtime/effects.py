@@ -205,8 +205,17 @@ class Effects:
             await asyncio.sleep(0.5)
         started = time.perf_counter()
         c.events.status(model=f"fetching checkpoint {checkpoint.weights_sha256.hex()[:12]}…")
+        until = time.monotonic() + max(run.config.warmup_time / 2, 5)
+        while True:  # at an epoch's start our peers may not have let us in yet (they follow our join)
+            try:
+                path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values())
+                break
+            except (CheckpointError, OSError) as e:
+                if time.monotonic() > until:
+                    return False, str(e)
+                c.events.emit("checkpoint_retry", epoch=epoch, error=str(e)[:300])
+                await asyncio.sleep(1.0)
         try:
-            path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values())
             await c.worker.run(trainer.load, path, checkpoint.weights_sha256)
         except (CheckpointError, OSError) as e:
             return False, str(e)
