@@ -1,16 +1,19 @@
 """The client's pure parts: gossip bodies, results lists and node addresses decoded strictly, the signed
-result statement, and the ordered model worker."""
+result statement, the ordered model worker, and a joiner's checkpoint fetch retried within its warmup."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from solders.keypair import Keypair
 
+from cohort.client.checkpoint import CheckpointError
 from cohort.client.p2p import NodeKey, PeerAddress
+from cohort.client.runtime import effects
 from cohort.client.runtime.messages import MessageError, Ready, Result, decode_message
 from cohort.client.runtime.peers import ENDPOINT_CAPACITY, decode_endpoint, encode_endpoint
 from cohort.client.runtime.results_list import ResultsList, ResultsListError
@@ -113,3 +116,58 @@ async def test_the_model_worker_runs_jobs_in_order_to_their_end_even_when_the_ca
     worker.abort()
     assert 0 < await job < 100  # stopped at a check between "micro-batches"
     worker.close()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, dict]] = []
+
+    def emit(self, event: str, **fields: object) -> None:
+        self.emitted.append((event, fields))
+
+    def status(self, **fields: object) -> None:
+        pass
+
+
+def joiner(fetch) -> tuple[effects.Effects, Recorder, list]:
+    """Effects of a client whose run points at the checkpoint of its current step, fetched by `fetch`."""
+    loaded: list = []
+    trainer = SimpleNamespace(load=lambda path, manifest: loaded.append(path), digest=lambda: "d")
+    ready = asyncio.get_running_loop().create_future()
+    ready.set_result(trainer)
+
+    async def run(fn, *args):
+        return fn(*args)
+
+    run_state = SimpleNamespace(config=SimpleNamespace(warmup_time=10), progress=SimpleNamespace(step=5),
+                                model=SimpleNamespace(checkpoint=SimpleNamespace(step=5, weights_sha256=bytes([1]) * 32)))  # fmt: skip
+    events = Recorder()
+    client = SimpleNamespace(trainer_ready=ready, latest=run_state, events=events,
+                             shelf=SimpleNamespace(fetch=fetch), worker=SimpleNamespace(run=run))  # fmt: skip
+    return effects.Effects(client), events, loaded
+
+
+async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_warmup(monkeypatch):
+    clock = iter(range(10**6))  # every reading one second later: the bound is counted, not waited for
+    monkeypatch.setattr(effects, "time", SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter))
+    monkeypatch.setattr(effects, "CHECKPOINT_RETRY", 0.0)
+    answers = [CheckpointError("no peer let us in"), OSError("reset"), "/checkpoints/step-5"]
+
+    async def fetch(manifest, providers):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    fx, events, loaded = joiner(fetch)
+    assert await fx._load_checkpoint(epoch=2) == (True, "")
+    assert loaded == ["/checkpoints/step-5"]
+    assert [e for e, _ in events.emitted] == ["checkpoint_retry", "checkpoint_retry", "checkpoint_loaded"]
+
+    async def refused(manifest, providers):
+        raise CheckpointError("not on the allowlist")
+
+    fx, events, loaded = joiner(refused)
+    ok, reason = await fx._load_checkpoint(epoch=2)
+    assert (ok, reason, loaded) == (False, "not on the allowlist", [])
+    assert [e for e, _ in events.emitted] == ["checkpoint_retry"] * 5  # half of the 10 s warmup, then it leaves

@@ -61,6 +61,7 @@ EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on eve
 KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
 GOSSIP_TROUBLE = ("rejected", "stale", "future", "over_quota", "push_failures", "dropped_backlog", "silent_suspected")
 STATE_DEADLINE = 60.0  # seconds a verifier waits for a trainer's two committed states
+CHECKPOINT_RETRY = 1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
 
 
 class Effects:
@@ -214,7 +215,7 @@ class Effects:
                 if time.monotonic() > until:
                     return False, str(e)
                 c.events.emit("checkpoint_retry", epoch=epoch, error=str(e)[:300])
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(CHECKPOINT_RETRY)
         try:
             await c.worker.run(trainer.load, path, checkpoint.weights_sha256)
         except (CheckpointError, OSError) as e:
