@@ -60,6 +60,21 @@ async def test_set_clients_keys_the_overlay():
     assert len(me.transport.allowlist) == 20  # a refused call changed nothing
 
 
+async def test_a_large_run_pushes_over_the_first_rings_and_repairs_over_all():
+    nodes = [P2PNode.http(NodeKey.generate(), "test-run") for _ in range(20)]
+    peers = [PeerAddress(n.transport.node_id, (f"127.0.0.1:{i + 1}",)) for i, n in enumerate(nodes)]
+    ids = [p.node_id for p in peers]
+    me = nodes[0]
+    me.set_clients(peers)
+    pushed = {p.node_id for p in me.gossip.push_targets()}
+    assert pushed == neighbours(ids[0], ids, TOPIC, rings=2)  # the first two rings: degree <= 4
+    assert pushed < {p.node_id for p in me.gossip.neighbours()}  # the others only exchange digests
+    me.set_clients(peers[:6])  # a small run is a full mesh: everyone is pushed to
+    assert me.gossip.push_targets() == me.gossip.neighbours() and len(me.gossip.neighbours()) == 5
+    with pytest.raises(ValueError, match="push_rings"):
+        GossipConfig(push_rings=0)
+
+
 def swallow(node: P2PNode) -> None:
     """Make `node` a member that accepts every push and digest but never passes anything on."""
 

@@ -1,7 +1,10 @@
 """Gossip: signed announcements flooded over the overlay, with digest repair.
 
 On first receipt a node checks the announcement (known origin, valid signature, live round), hands
-it to the application once, and pushes it to its overlay neighbours except the one it came from.
+it to the application once, and pushes it to its overlay neighbours except the one it came from: in a
+large run only to those of the first `push_rings` rings (half the degree, about half the push requests
+every node sends and serves per announcement, which are most of a member's CPU per round); the other
+rings' neighbours still exchange digests with it, so they repair what a silent pusher withholds.
 Pushes to a neighbour go one at a time, each carrying everything that waits for it: what comes while
 one is in flight leaves with the next. No timer holds a push back, so a quiet link adds no latency,
 and the longer a link's round trip (or the busier the node), the more each push carries: each request
@@ -65,6 +68,7 @@ MAX_PUSH_REQUEST = 64 << 10  # one push: whole frames only
 @dataclass(frozen=True)
 class GossipConfig:
     rings: int = overlay.DEFAULT_RINGS
+    push_rings: int = 2  # rings whose neighbours we push to (at most `rings`); the rest only repair
     retain_rounds: int = 3
     repair_interval: float = 3.0
     send_timeout: float = 5.0
@@ -83,6 +87,8 @@ class GossipConfig:
     def __post_init__(self) -> None:
         if self.retain_rounds < 0 or self.future_rounds < 0:
             raise ValueError("retain_rounds and future_rounds must be >= 0")
+        if self.push_rings < 1:
+            raise ValueError("push_rings must be >= 1")
         if self.probe_peers < 0 or self.silent_strikes < 0:
             raise ValueError("probe_peers and silent_strikes must be >= 0 (0 turns them off)")
         if self.repair_interval < 0:
@@ -171,7 +177,7 @@ class Gossip:
         self._origin_use: dict[NodeId, _Usage] = {}
         self._next_seq: dict[int, int] = defaultdict(int)
         self._suspects: dict[NodeId, float] = {}
-        self._neighbours_cache: tuple[object, set[NodeId]] | None = None
+        self._neighbours_cache: tuple[object, set[NodeId], set[NodeId]] | None = None  # key, all, pushed to
         self._in_flight: dict[NodeId, int] = {}  # announcements of the push in flight to each peer
         self._outbox: dict[NodeId, list[bytes]] = {}  # encoded, waiting for the push in flight to end
         self._pushing: set[NodeId] = set()  # peers with a push task running
@@ -212,28 +218,33 @@ class Gossip:
         return MappingProxyType(self._members)
 
     def neighbours(self) -> list[PeerAddress]:
+        """Our overlay neighbours: whom we exchange digests with (and, in a small run, push to)."""
+        return [self._members[n] for n in sorted(self._overlay()[0])]
+
+    def push_targets(self) -> list[PeerAddress]:
+        """The neighbours we push new announcements to: every one in a full mesh, else those of the first
+        `push_rings` rings (the undirected graph they form keeps its diameter near log N)."""
+        return [self._members[n] for n in sorted(self._overlay()[1])]
+
+    def _overlay(self) -> tuple[set[NodeId], set[NodeId]]:
         now = asyncio.get_running_loop().time()
         suspects = frozenset(n for n, until in self._suspects.items() if until > now)
         key = (self._members_version, suspects)
         if self._neighbours_cache is None or self._neighbours_cache[0] != key:
-            ids = overlay.neighbours(
-                self._me,
-                self._members.keys(),
-                self._ring_seed,
-                rings=self.config.rings,
-                exclude=suspects,
-            )
-            if suspects:
+            members, rings = self._members.keys(), self.config.rings
+            ids = overlay.neighbours(self._me, members, self._ring_seed, rings=rings, exclude=suspects)
+            usual = overlay.neighbours(self._me, members, self._ring_seed, rings=rings)
+            if suspects and len(ids) < len(usual):
                 # a suspect is skipped only for a replacement: in a small run (a full mesh) none exists,
                 # and leaving it out could leave us no one to push to (a startup refusal suspects a peer
                 # for `suspect_for`); a push to a dead suspect costs one bounded background task
-                usual = overlay.neighbours(
-                    self._me, self._members.keys(), self._ring_seed, rings=self.config.rings
-                )
-                if len(ids) < len(usual):
-                    ids = ids | (usual & suspects)
-            self._neighbours_cache = (key, ids)
-        return [self._members[n] for n in sorted(self._neighbours_cache[1])]
+                ids = ids | (usual & suspects)
+            pushed = ids
+            if len(usual) < len(members) - (self._me in members) and self.config.push_rings < rings:
+                pushed = ids & overlay.neighbours(self._me, members, self._ring_seed,
+                                                  rings=self.config.push_rings, exclude=suspects)  # fmt: skip
+            self._neighbours_cache = (key, ids, pushed)
+        return self._neighbours_cache[1], self._neighbours_cache[2]
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -408,7 +419,7 @@ class Gossip:
 
     def _push_to_neighbours(self, announcement: Announcement, skip: set[NodeId]) -> None:
         data = announcement.encode()
-        for peer in self.neighbours():
+        for peer in self.push_targets():
             node = peer.node_id
             if node in skip:
                 continue
