@@ -16,12 +16,14 @@ seconds per round of a client and of the localnet (what N processes ask of the m
 targets: per-client bytes and RPC load flat in N (apart from the results themselves, which every client
 downloads once each), round time growing no faster than log N.
 
-Every client handles every result: its announcement arrives and leaves over the overlay's d links, the result
-is fetched once and served about once, and each of those P2P requests costs ~1 ms of CPU over the iroh
-bindings, so a client's CPU per round grows by ~14 ms per member (the CPU column) and N clients sharing one
-machine need ~N^2 x 14 ms a round. On 2 cores 32 clients need steps of ~10 s; 64 fit in memory (~76 MB
-each) but not in CPU time: the machine overloads (load ~75), the first round's fetches time out and are
-retried (hedged at non-holders, each a new QUIC connection), and no round is decided. Past what the cores
+Every client handles every result: its announcement arrives and leaves over the overlay's push links (the
+first two rings: degree <= 4; the other neighbours only exchange digests), the result is fetched once and
+served about once, and each of those P2P requests costs ~1 ms of CPU over the iroh bindings, so a client's
+CPU per round grows by ~10 ms per member (the CPU column: 0.33 s at 32 clients) and N clients sharing one
+machine need ~N^2 x 10 ms a round. On 2 cores 32 clients need steps of ~10 s; 64 fit in memory (~76 MB
+each) but not in CPU time: at 30 s steps the machine overloads (load ~70), the first step's results are
+trained over 40 s and fetched with retries (hedged at non-holders, each a new QUIC connection), no seat
+holds a majority of them before the round's deadline, and the epoch ends undecided. Past what the cores
 carry, the round time measured here is CPU contention of N processes, not the protocol.
 """
 
