@@ -68,6 +68,7 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
     down = [s[-1]["received"] - s[0]["received"] for s in stats if len(s) > 1]
     times = [s[-1]["t"] - s[0]["t"] for s in stats if len(s) > 1]
     requests = [s[-1]["requests"] - s[0]["requests"] for s in stats if len(s) > 1]
+    dials = [s[-1].get("dials", 0) - s[0].get("dials", 0) for s in stats if len(s) > 1]
     per_round = statistics.median(times) / max(elapsed_rounds, 1)
     own = [e["own_uploads"] for s in stats for e in s if e.get("own_uploads") is not None]
     return {
@@ -77,6 +78,7 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
         "up": statistics.median(up) / max(elapsed_rounds, 1),
         "down": statistics.median(down) / max(elapsed_rounds, 1),
         "requests": statistics.median(requests) / max(elapsed_rounds, 1),
+        "dials": sum(dials) / max(len(dials), 1) / max(elapsed_rounds, 1),  # mean: they come in bursts
         "rpc_requests": (after["requests"] - before["requests"]) / clients / max(elapsed_rounds, 1),
         "rpc_bytes": (after["bytes_out"] - before["bytes_out"]) / clients / max(elapsed_rounds, 1),
         "transactions": (after["transactions"] - before["transactions"]) / max(elapsed_rounds, 1),
@@ -118,6 +120,7 @@ async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
     for column in ("clients", "round (s)", "copies of own result served (median, max)", "upload / client / round",
                    "download / client / round", "P2P requests / client / round",
+                   "connections dialled / client / round",
                    "RPC requests / client / round", "RPC bytes / client / round", "transactions / round",
                    "memory / client", "CPU s / client / round", "CPU s / round, localnet"):  # fmt: skip
         table.add_column(column, justify="right")
@@ -127,11 +130,11 @@ async def main(args: argparse.Namespace) -> None:
             f = await measure(n, args.rounds, args.step_seconds, args.keep)
         except TimeoutError as e:  # a size this machine cannot carry: say why, keep the other rows
             failed.append(f"{n} clients: {str(e)[:300]}")
-            table.add_row(str(n), *["did not finish"] + [""] * 10)
+            table.add_row(str(n), *["did not finish"] + [""] * 11)
             continue
         console.print(f"{n} clients: {f}")  # as it comes: a later size may take long or fail
         table.add_row(str(n), f"{f['round']:.2f}", f"{f['own_uploads']:.0f}, {f['own_uploads_max']}",
-                      f"{f['up']:,.0f} B", f"{f['down']:,.0f} B", f"{f['requests']:.0f}",
+                      f"{f['up']:,.0f} B", f"{f['down']:,.0f} B", f"{f['requests']:.0f}", f"{f['dials']:.1f}",
                       f"{f['rpc_requests']:.1f}", f"{f['rpc_bytes']:,.0f} B", f"{f['transactions']:.1f}", f"{f['memory'] / 2**20:.0f} MB",
                       f"{f['cpu_client']:.2f}", f"{f['cpu_localnet']:.2f}")  # fmt: skip
     console.print(table)

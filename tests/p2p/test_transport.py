@@ -148,6 +148,32 @@ async def test_dead_peer_fails_within_the_open_timeout(make_transport):
     assert time.monotonic() - started < 5  # not QUIC's 30 s idle timeout
 
 
+@pytest.mark.parametrize("kind", ["iroh"])
+async def test_a_slow_answer_keeps_the_connection_a_silent_one_drops_it(make_transport):
+    """A peer whose process is slow still acknowledges what we sent: its connection is kept (redialling
+    would only add a handshake to its load); one that heard nothing since is dropped and redialled."""
+
+    async def slow(peer, body, reply):
+        await asyncio.sleep(2)
+        await reply.write(b"late")
+
+    key, client_key = NodeKey.generate(), NodeKey.generate()
+    server = await make_transport(key, Allowlist([client_key.node_id]), {"slow": (slow, 0), "echo": (echo, 64)})
+    client = await make_transport(client_key, Allowlist([key.node_id]))
+    async with client.request(server.address, "echo", b"hello") as reply:
+        assert await read_all(reply) == b"hello"
+    with pytest.raises(PeerUnreachable):
+        async with client.request(server.address, "slow", b"", open_timeout=0.5):
+            pass
+    async with client.request(server.address, "echo", b"again") as reply:
+        assert await read_all(reply) == b"again"
+    assert client.stats.dials == 1
+    await client.stalled(key.node_id, client.liveness(key.node_id))  # nothing heard since the mark
+    async with client.request(server.address, "echo", b"redialled") as reply:
+        assert await read_all(reply) == b"redialled"
+    assert client.stats.dials == 2
+
+
 async def test_a_stalled_read_can_be_abandoned(make_transport):
     """The reader's own deadline, then leaving the request block, frees the stream."""
 

@@ -335,6 +335,7 @@ class BlobFetcher:
             peer, BLOB_PROTOCOL, request, open_timeout=policy.open_timeout, lane=lane
         ) as reply:
             deadline = loop.time() + policy.deadline_slack  # until the size is known
+            mark = self.transport.liveness(peer.node_id)
             got = want = 0
             try:
                 header = await self._read_exactly(reply, LENGTH_PREFIX.size, deadline)
@@ -354,11 +355,12 @@ class BlobFetcher:
                         hasher.update(chunk)
                     chunks.append(chunk)
                     got += len(chunk)
+                    mark = self.transport.liveness(peer.node_id)  # a stall is counted from here
                     received.add(len(chunk), size)
                 if await self._read_chunk(reply, 1, deadline):
                     raise _BadProvider("reply longer than its length prefix")
             except TimeoutError:
-                await self.transport.disconnect(peer.node_id)
+                await self.transport.stalled(peer.node_id, mark)
                 if loop.time() < deadline:
                     raise _BadProvider(
                         f"stalled: no bytes for {policy.progress_timeout:g} s"

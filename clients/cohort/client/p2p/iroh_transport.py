@@ -179,6 +179,23 @@ class IrohTransport(Transport):
             conn, _ = self._outgoing.pop(key)
             _close_quietly(conn, 0, b"stalled")
 
+    def liveness(self, node_id: NodeId) -> dict[int, int]:
+        """UDP datagrams received so far on each lane's connection to `node_id`."""
+        return {key[1]: _received(conn) for key, (conn, _) in self._outgoing.items() if key[0] == node_id}
+
+    async def stalled(self, node_id: NodeId, mark: object) -> None:
+        """Drops the connections to `node_id` that received nothing since `mark`: QUIC acknowledges what
+        we sent it within an RTT when the peer's stack is alive, however slow its process is to answer
+        (measured with 64 clients on 2 cores: dropping live connections on every slow answer had clients
+        redial their peers over and over, accepting connections took most of a client's CPU, and fetches
+        timed out by the thousand)."""
+        before = mark if isinstance(mark, dict) else {}
+        for key in [k for k in self._outgoing if k[0] == node_id]:
+            conn, _ = self._outgoing[key]
+            if _received(conn) <= before.get(key[1], 0):
+                del self._outgoing[key]
+                _close_quietly(conn, 0, b"stalled")
+
     # --- requesting ---------------------------------------------------------------------------
 
     async def _open(self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0) -> _IrohReply:
@@ -238,6 +255,7 @@ class IrohTransport(Transport):
             except IrohError as e:
                 raise PeerUnreachable(f"cannot connect to {peer.node_id!r}: {describe(e)}") from e
             self._outgoing[key] = (conn, peer)
+            self.stats.dials += 1
             return conn, True
 
     def _moved(self, peer: PeerAddress) -> None:
@@ -455,6 +473,13 @@ def _status(code: int) -> Status:
 async def _reject(send, status: Status, message: str) -> None:
     await send.write_all(bytes([status]) + message.encode()[:MAX_ERROR_MESSAGE])
     await send.finish()
+
+
+def _received(conn) -> int:
+    try:
+        return conn.stats().udp_rx_datagrams
+    except IrohError:
+        return 0
 
 
 def _close_quietly(conn, code: int, reason: bytes) -> None:

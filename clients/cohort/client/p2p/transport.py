@@ -137,6 +137,7 @@ class TransportStats:
     request_bytes_sent: int = 0
     requests_served: int = 0
     requests_refused: int = 0
+    dials: int = 0  # connections dialled (each a handshake on both sides), where the transport keeps them
     extra: dict[str, int] = field(default_factory=dict)
 
 
@@ -183,7 +184,18 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     async def disconnect(self, node_id: NodeId) -> None:
-        """Drop any cached connection to `node_id` (after it stalled), so the next request redials."""
+        """Drop any cached connection to `node_id`, so the next request redials."""
+
+    def liveness(self, node_id: NodeId) -> object:
+        """A mark of what our connections to `node_id` have heard so far, for `stalled`."""
+        return None
+
+    async def stalled(self, node_id: NodeId, mark: object) -> None:
+        """A request to `node_id` got no answer (or no bytes) in time since `mark` (a `liveness`): drop
+        its cached connections unless the transport knows they heard from the peer since. A peer whose
+        process is slow (overloaded) still acknowledges packets, and redialling it only adds handshakes to
+        its load and cuts its other streams; a gone peer hears nothing, and the next request redials."""
+        await self.disconnect(node_id)
 
     @asynccontextmanager
     async def request(
@@ -212,11 +224,12 @@ class Transport(abc.ABC):
             raise ValueError("open_timeout must be positive")
         if not isinstance(lane, int) or not 0 <= lane < MAX_LANES:
             raise ValueError(f"lane must be 0..{MAX_LANES - 1}, got {lane!r}")
+        mark = self.liveness(peer.node_id)
         try:
             async with asyncio.timeout(open_timeout):
                 reply = await self._open(peer, protocol, body, lane)
         except TimeoutError as e:
-            await self.disconnect(peer.node_id)  # a connection that did not answer is not reused
+            await self.stalled(peer.node_id, mark)  # a connection that heard nothing is not reused
             raise PeerUnreachable(
                 f"{peer.node_id!r} did not answer {protocol!r} within {open_timeout:g} s"
             ) from e

@@ -328,7 +328,7 @@ class Effects:
         trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
         t = c.node.transport.stats  # requests, not bytes, are what a peer's CPU pays for
         c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble,
-                      requests=t.requests_sent + t.requests_served)  # fmt: skip
+                      requests=t.requests_sent + t.requests_served, dials=t.dials)  # fmt: skip
 
     def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
         self.spawn(self._save(action), "checkpoint")
