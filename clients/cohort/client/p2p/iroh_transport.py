@@ -36,6 +36,7 @@ from . import iroh_fix  # noqa: F401  (applies the send-path fix before any data
 from .allowlist import Allowlist
 from .identity import NodeId, NodeKey
 from .transport import (
+    MAX_LANES,
     MAX_PROTOCOL_NAME,
     READ_CHUNK,
     PeerAddress,
@@ -175,13 +176,11 @@ class IrohTransport(Transport):
         _unbind_event_loop()
 
     async def disconnect(self, node_id: NodeId) -> None:
-        for key in [k for k in self._outgoing if k[0] == node_id]:
-            conn, _ = self._outgoing.pop(key)
-            _close_quietly(conn, 0, b"stalled")
+        self._drop(node_id, b"stalled")
 
     def liveness(self, node_id: NodeId) -> dict[int, int]:
         """UDP datagrams received so far on each lane's connection to `node_id`."""
-        return {key[1]: _received(conn) for key, (conn, _) in self._outgoing.items() if key[0] == node_id}
+        return {lane: _received(conn) for lane, conn in self._lanes(node_id)}
 
     async def stalled(self, node_id: NodeId, mark: object) -> None:
         """Drops the connections to `node_id` that received nothing since `mark`: QUIC acknowledges what
@@ -190,11 +189,19 @@ class IrohTransport(Transport):
         redial their peers over and over, accepting connections took most of a client's CPU, and fetches
         timed out by the thousand)."""
         before = mark if isinstance(mark, dict) else {}
-        for key in [k for k in self._outgoing if k[0] == node_id]:
-            conn, _ = self._outgoing[key]
-            if _received(conn) <= before.get(key[1], 0):
-                del self._outgoing[key]
-                _close_quietly(conn, 0, b"stalled")
+        self._drop(node_id, b"stalled", lambda lane, conn: _received(conn) <= before.get(lane, 0))
+
+    def _lanes(self, node_id: NodeId) -> list[tuple[int, object]]:
+        """(lane, connection) of each connection we keep to `node_id` (a few lookups, not a scan: this
+        runs for every request)."""
+        return [(lane, c[0]) for lane in range(MAX_LANES) if (c := self._outgoing.get((node_id, lane)))]
+
+    def _drop(self, node_id: NodeId, reason: bytes, silent=lambda lane, conn: True) -> None:
+        """Close the connections to `node_id` that `silent` picks (all by default)."""
+        for lane, conn in self._lanes(node_id):
+            if silent(lane, conn):
+                del self._outgoing[(node_id, lane)]
+                _close_quietly(conn, 0, reason)
 
     # --- requesting ---------------------------------------------------------------------------
 
@@ -265,9 +272,7 @@ class IrohTransport(Transport):
         address and even with the new instance's own connections to us open (measured on loopback: no
         dial to a restarted peer got through for 12 s; closing only the old instance's connections did
         not help, closing all did: the next dial took milliseconds). The new instance redials us."""
-        for key in [k for k in self._outgoing if k[0] == peer.node_id]:
-            conn, _ = self._outgoing.pop(key)
-            _close_quietly(conn, 0, b"moved")
+        self._drop(peer.node_id, b"moved")
         for conn in list(self._incoming):
             if conn.remote_id().to_bytes() == peer.node_id.key:
                 _close_quietly(conn, 0, b"moved")
