@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from support.waiting import wait_until
 
 from cohort.client.p2p import (
     Allowlist,
@@ -21,6 +22,7 @@ from cohort.client.p2p import (
     blob_hash,
 )
 from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, MAX_REQUEST, part_request
+from cohort.client.p2p.blob_store import MIN_RELAX_PERIOD, CopyLimit
 
 
 class FakeBytesSource:
@@ -153,6 +155,7 @@ async def test_a_blob_of_known_size_comes_in_parts_over_separate_connections(swa
                               progress=lambda done, total: seen.append((done, total)))  # fmt: skip
     assert got == data and seen[-1] == (len(data), len(data))
     assert sorted(source.offsets) == [0, 75_000, 150_000, 225_000]  # four lanes, a quarter each
+    await wait_until(lambda: swarm.servers[0].served, 5)  # counted once the fetcher acknowledged it all
     assert swarm.servers[0].served == {source.blob: 1}  # one copy served, not four
     if kind == "iroh":  # one QUIC connection (congestion window) per lane
         assert sorted(lane for node, lane in fetcher.transport._outgoing if node == provider.node_id) == [0, 1, 2, 3]
@@ -166,13 +169,14 @@ async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
     data = os.urandom(200_000)
     h = blob_hash(data)
     store = BlobStore()
-    store.put_verified(h, data, 0, max_uploads=1, limited_for=60)  # our own result: one copy, then others serve
+    store.put_verified(h, data, 0, own_copies=1, patience=60)  # our own result: one copy, then others serve
     keys = [NodeKey.generate() for _ in range(3)]
     allow = Allowlist(k.node_id for k in keys)
     server = BlobServer([store])
     provider = (await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})).address
     first, second = [await make_transport(k, allow) for k in keys[1:]]
     assert await BlobFetcher(first, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    await wait_until(lambda: server.served, 5)
     assert server.served == {h: 1}  # four parts, one copy
     with pytest.raises(BlobFetchError, match="served enough copies"):  # the cap holds for the next fetcher
         await BlobFetcher(second, BlobStore()).fetch(h, [provider], expected_size=len(data))
@@ -180,6 +184,55 @@ async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
         async with second.request(provider, BLOB_PROTOCOL, part_request(h, 1, len(data))):
             pass
     assert e.value.status == Status.BUSY
+
+
+def test_a_copy_limit_waits_for_its_first_copies_then_doubles():
+    limit = CopyLimit(first=3, published=100.0, patience=10.0)
+    assert [limit.take(100.1) for _ in range(4)] == [True, True, True, False]
+    limit.end(False, 100.5)  # one fetcher went away: its place is given back
+    assert limit.take(100.6) and not limit.take(100.6)
+    for _ in range(3):
+        limit.end(True, 106.0)  # the first copies took 6 s: the limit doubles every 6 s from here
+    assert limit.relaxed_from == 106.0 and limit.period == 6.0
+    assert [limit.allows(t) for t in (111.9, 112.0, 118.0, 124.0)] == [3, 6, 12, 24]
+    assert not limit.take(111.9) and limit.take(112.0)
+
+
+def test_a_copy_limit_relaxes_after_its_patience_when_copies_do_not_go_out():
+    limit = CopyLimit(first=3, published=0.0, patience=10.0)
+    assert all(limit.take(0.1) for _ in range(3))  # three fetchers that never finish
+    assert limit.relaxed_from is None
+    assert [limit.allows(t) for t in (9.9, 10.0, 20.0, 30.0)] == [3, 3, 6, 12]
+    fast = CopyLimit(first=2, published=0.0, patience=10.0)
+    fast.end(True, 0.05)
+    fast.end(True, 0.1)  # quick copies: the holders still get the shortest period to pass it on
+    assert fast.period == MIN_RELAX_PERIOD
+    assert fast.allows(0.1 + MIN_RELAX_PERIOD - 0.01) == 2 and fast.allows(0.1 + MIN_RELAX_PERIOD) == 4
+
+
+async def test_a_reader_that_stops_reading_gives_its_copy_back(make_transport):
+    """A fetcher that takes the one copy of our result and stops reading cannot keep it from the others:
+    the server abandons a reply that is not taken at its minimum rate, and the copy's place comes back."""
+    data = os.urandom(8 << 20)  # more than the stream's flow-control window: the server's writes block
+    store = BlobStore()
+    h = store.put(data, 0, own_copies=1, patience=60)
+    server = BlobServer([store], min_rate=16 << 20, slack=1.0)
+    keys = [NodeKey.generate() for _ in range(3)]
+    allow = Allowlist(k.node_id for k in keys)
+    provider = (await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})).address
+    stalls, honest = [await make_transport(k, allow) for k in keys[1:]]
+    async with stalls.request(provider, BLOB_PROTOCOL, h) as reply:
+        await reply.read(1000)  # ... and no more
+        with pytest.raises(BlobFetchError, match="served enough copies"):
+            await BlobFetcher(honest, BlobStore()).fetch(h, [provider])
+        for _ in range(40):
+            if server.abandoned:
+                break
+            await asyncio.sleep(0.1)
+        assert server.abandoned == 1 and server.served == {}
+        assert await BlobFetcher(honest, BlobStore()).fetch(h, [provider]) == data
+    await wait_until(lambda: server.served, 5)
+    assert server.served == {h: 1}
 
 
 async def test_missing_oversized_and_exhausted(swarm):

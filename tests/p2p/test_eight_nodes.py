@@ -8,16 +8,12 @@ import asyncio
 import os
 from collections import Counter
 
+from support.waiting import wait_until
+
 from cohort.client.p2p import BlobFetcher, GossipConfig, blob_hash
 
 N = 8
 BLOB_BYTES = 64 << 20
-
-
-async def wait_until(condition, timeout: float, step: float = 0.02) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(step)
 
 
 def collect(nodes) -> list[list]:

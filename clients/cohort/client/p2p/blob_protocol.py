@@ -11,6 +11,7 @@ by side (see `BlobFetcher`); the part that starts at offset 0 counts as the copy
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Iterable
 
@@ -22,6 +23,11 @@ BLOB_PROTOCOL = "cohort/blob/1"
 LENGTH_PREFIX = struct.Struct(">Q")
 PART = struct.Struct(">QQ")  # offset, length
 MAX_REQUEST = HASH_BYTES + PART.size
+# a reader that does not take a reply at this rate (plus the slack) is abandoned, so a fetcher that stops
+# reading cannot hold a copy, or a serving task, for ever; half the rate and twice the slack a fetcher
+# demands of its providers (FetchPolicy), so no copy a fetcher would accept is cut
+SERVE_MIN_RATE = 128 << 10
+SERVE_SLACK = 20.0
 
 
 def part_request(blob: bytes, offset: int, length: int) -> bytes:
@@ -31,10 +37,15 @@ def part_request(blob: bytes, offset: int, length: int) -> bytes:
 class BlobServer:
     """Answers blob requests from a list of sources (searched in order; the list may change). A source
     may cap the copies of a blob it serves (`take_upload`); beyond it the answer is BUSY, so fetchers go
-    to other holders."""
+    to other holders; it is told when each counted copy ends (`end_upload`), served or abandoned."""
 
-    def __init__(self, sources: Iterable[BlobSource] = ()) -> None:
+    def __init__(self, sources: Iterable[BlobSource] = (), min_rate: float = SERVE_MIN_RATE,
+                 slack: float = SERVE_SLACK) -> None:  # fmt: skip
+        if min_rate <= 0 or slack <= 0:
+            raise ValueError("min_rate and slack must be positive")
         self.sources: list[BlobSource] = list(sources)
+        self.min_rate, self.slack = min_rate, slack
+        self.abandoned = 0  # replies cut because the reader did not take them in time
         self.bytes_served = 0
         self.busy_refusals = 0
         self.serving: dict[bytes, int] = {}  # blob -> copies being served now
@@ -72,22 +83,32 @@ class BlobServer:
         if take is not None and not later_part_of_a_copy and not take(blob, count=copy):
             self.busy_refusals += 1
             raise RequestRejected(Status.BUSY, f"served enough copies of {blob.hex()[:16]}: ask its other holders")
+        finish = getattr(source, "end_upload", None) if take is not None and copy else None
         if copy:
             if len(self._copies) > 4096:  # bounded: only copies under way matter
                 self._copies.clear()
             self._copies.add((blob, peer))
         self.serving[blob] = self.serving.get(blob, 0) + 1
+        complete = False
         try:
-            await reply.write(LENGTH_PREFIX.pack(size))
-            for offset in range(start, end, READ_CHUNK):
-                chunk = await source.read_blob(blob, offset, min(READ_CHUNK, end - offset))
-                await reply.write(chunk)
-                self.bytes_served += len(chunk)
-            if copy:
+            async with asyncio.timeout(self.slack + (end - start) / self.min_rate):
+                await reply.write(LENGTH_PREFIX.pack(size))
+                for offset in range(start, end, READ_CHUNK):
+                    chunk = await source.read_blob(blob, offset, min(READ_CHUNK, end - offset))
+                    await reply.write(chunk)
+                    self.bytes_served += len(chunk)
+                # a copy has gone out when the fetcher has it, not when it is queued to be sent
+                complete = await reply.end()
+            if complete and copy:
                 if len(self.served) > 4096:  # bounded: only recent blobs are asked about
                     self.served.clear()
                 self.served[blob] = self.served.get(blob, 0) + 1
+        except TimeoutError:
+            self.abandoned += 1
+            raise RequestRejected(Status.BUSY, f"reply not taken within {self.slack:g} s at {self.min_rate:g} B/s") from None
         finally:
+            if finish is not None:
+                finish(blob, complete)
             self.serving[blob] -= 1
             if not self.serving[blob]:
                 del self.serving[blob]

@@ -35,13 +35,60 @@ class BlobSource(Protocol):
         ...
 
 
+MIN_RELAX_PERIOD = 5.0  # seconds: the shortest a copy limit waits before it doubles (holders must find and pass it on)
+
+
+@dataclass
+class CopyLimit:
+    """How many copies of one of our own blobs we serve, so that its first fetchers serve the rest and our
+    upload does not grow with the run, however slow their links are.
+
+    `first` copies may be under way or done at first. Once they have gone out (at `relaxed_from`), the
+    limit doubles every `period` (the time they took, at least `MIN_RELAX_PERIOD`): the holders have had
+    as long as our copies took to pass it on. If they have not gone out within `patience` seconds, the
+    doubling starts anyway, so fetchers that never finish (or holders that never re-serve) cannot keep the
+    blob in; a copy that fails gives its place back."""
+
+    first: int
+    published: float
+    patience: float
+    copies: int = 0  # copies under way or done
+    done: int = 0
+    relaxed_from: float | None = None  # when the first copies had all gone out
+    period: float = MIN_RELAX_PERIOD  # the time they took
+
+    def allows(self, now: float) -> int:
+        """The copies that may be under way or done at `now`."""
+        if self.relaxed_from is not None:
+            begin, period = self.relaxed_from, self.period
+        else:
+            begin, period = self.published + self.patience, max(MIN_RELAX_PERIOD, self.patience)
+        if now < begin:
+            return self.first
+        return self.first << min(20, int((now - begin) // period))
+
+    def take(self, now: float, count: bool = True) -> bool:
+        """Whether one more copy may be served at `now` (counted, unless `count` is false)."""
+        if self.copies >= self.allows(now):
+            return False
+        self.copies += count
+        return True
+
+    def end(self, complete: bool, now: float) -> None:
+        if not complete:  # the fetcher went away or was too slow: its place is given back
+            self.copies = max(0, self.copies - 1)
+            return
+        self.done += 1
+        if self.relaxed_from is None and self.done >= self.first and now < self.published + self.patience:
+            self.relaxed_from = now
+            self.period = max(MIN_RELAX_PERIOD, now - self.published)
+
+
 @dataclass
 class _Entry:
     data: bytes
     round: int
-    max_uploads: int | None = None  # copies served in all while limited (None: no limit)
-    limited_until: float = 0.0  # monotonic time the limit ends (then anyone may fetch it here)
-    uploads: int = 0  # copies started
+    limit: CopyLimit | None = None  # our own blob: its copies are limited (None: anyone may fetch it here)
 
 
 class BlobStore:
@@ -50,39 +97,44 @@ class BlobStore:
     def __init__(self) -> None:
         self._blobs: dict[bytes, _Entry] = {}
 
-    def put(self, data: bytes, round: int, *, max_uploads: int | None = None, limited_for: float = 0.0) -> bytes:
+    def put(self, data: bytes, round: int, *, own_copies: int | None = None, patience: float = 0.0) -> bytes:
         """Store `data` as part of `round`; returns its hash. Storing it again keeps the later round.
-        `max_uploads` caps the copies served during the first `limited_for` seconds (the blob server
-        answers BUSY beyond it): a result's author serves its first few fetchers, and they serve the
-        rest, so its upload does not grow with the run; after that anyone may still fetch it here."""
+        `own_copies` limits the copies served of a blob we made (see `CopyLimit`; the blob server answers
+        BUSY beyond it): its author serves its first few fetchers, and they serve the rest."""
         if not isinstance(data, bytes):
             raise TypeError("blob data must be bytes")
         h = blob_hash(data)
-        self.put_verified(h, data, round, max_uploads=max_uploads, limited_for=limited_for)
+        self.put_verified(h, data, round, own_copies=own_copies, patience=patience)
         return h
 
-    def put_verified(self, blob: bytes, data: bytes, round: int, *, max_uploads: int | None = None,
-                     limited_for: float = 0.0) -> None:  # fmt: skip
+    def put_verified(self, blob: bytes, data: bytes, round: int, *, own_copies: int | None = None,
+                     patience: float = 0.0) -> None:  # fmt: skip
         """Store bytes whose hash the caller has already checked (after a fetch)."""
         check_hash(blob)
         if not isinstance(round, int) or round < 0:
             raise ValueError(f"round must be a non-negative int, got {round!r}")
+        if own_copies is not None and (own_copies < 1 or patience < 0):
+            raise ValueError("own_copies must be >= 1 and patience >= 0")
         entry = self._blobs.get(blob)
         if entry is None:
-            self._blobs[blob] = _Entry(data, round, max_uploads, time.monotonic() + limited_for)
+            limit = None if own_copies is None else CopyLimit(own_copies, time.monotonic(), patience)
+            self._blobs[blob] = _Entry(data, round, limit)
         else:
             entry.round = max(entry.round, round)
 
     def take_upload(self, blob: bytes, count: bool = True) -> bool:
         """Whether one more copy of `blob` may be served now (it counts that copy unless `count` is false:
-        the later parts of a copy fetched in parts)."""
+        the later parts of a copy fetched in parts). A counted copy is ended with `end_upload`."""
         entry = self._blobs.get(blob)
-        if entry is None:
+        if entry is None or entry.limit is None:
             return True
-        if entry.max_uploads is not None and entry.uploads >= entry.max_uploads and time.monotonic() < entry.limited_until:
-            return False
-        entry.uploads += count
-        return True
+        return entry.limit.take(time.monotonic(), count)
+
+    def end_upload(self, blob: bytes, complete: bool) -> None:
+        """A copy `take_upload` counted has been served (`complete`) or abandoned."""
+        entry = self._blobs.get(blob)
+        if entry is not None and entry.limit is not None:
+            entry.limit.end(complete, time.monotonic())
 
     def get(self, blob: bytes) -> bytes | None:
         entry = self._blobs.get(blob)

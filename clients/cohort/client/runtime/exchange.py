@@ -29,8 +29,8 @@ from .results_list import ResultsList, ResultsListError
 from .rounds import ChainView
 
 FETCH_DEADLINE = 30.0  # seconds one fetch (every attempt, every holder) may take in all
-OWN_UPLOADS = 3  # copies of our own result we serve at first: its first fetchers serve the others
-OWN_LIMITED_FOR = 10.0  # seconds that limit holds (then anyone still missing it may fetch it from us)
+OWN_COPIES = 3  # copies of our own result we serve at first: its first fetchers serve the others (CopyLimit)
+OWN_PATIENCE = 10.0  # seconds we wait for those copies to go out before we serve more anyway
 LIST_LIMIT = 8 + 256 * 34 + 8  # the largest results list
 
 
@@ -89,7 +89,7 @@ class Exchange:
 
     # -- publishing ---------------------------------------------------------------------------------
     async def publish(self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> None:
-        self.node.store.put_verified(commitment, payload, step, max_uploads=OWN_UPLOADS, limited_for=OWN_LIMITED_FOR)
+        self.node.store.put_verified(commitment, payload, step, own_copies=OWN_COPIES, patience=OWN_PATIENCE)
         signature = self.key.sign(result_statement(self.idl, self.run_address, step, batch, commitment))
         await self.node.announce(step, Result(step, *batch, commitment, len(payload), signature).encode())
 
