@@ -22,14 +22,11 @@ first two rings: degree <= 4; the other neighbours only exchange digests), the r
 served about once, and each of those P2P requests costs ~1 ms of CPU over the iroh bindings, so a client's
 CPU per round grows by ~10 ms per member (the CPU column: 0.33 s at 32 clients) and N clients sharing one
 machine need ~N^2 x 10 ms a round. On 2 cores 32 clients need steps of ~10 s and 64 steps of ~30 s: there
-64 clients kept all 64 to the end and every steady round applied all 64 results, at ~0.8-0.9 s of CPU a
-client and round (the machine's two cores ~90% busy) and fetches of 8-15 s median. A trainer serves its
-result to 3 fetchers, then to twice as many for every span those copies took to be received (see the blob
-store's CopyLimit): on the saturated machine a copy takes ~10 s, so a trainer served ~18 copies (median; ~40
-when the limit lifted at a fixed 10 s). The other fetchers look for holders blind (a non-holder answers
-NOT_FOUND), which is what the CPU goes on at this size. While the 64 processes start, the first epoch's
-first round may outlast its deadline (the run then begins the next epoch). It runs at all because a slow
-answer no longer drops a live connection (see the transport's `stalled`); before, every timeout redialled, handshakes took most of the CPU and fetches timed out by the
+64 clients kept all 64 to the end, every round applied all 64 results, at 0.92 s of CPU a client and round
+(the machine's two cores ~90% busy), fetches ~8 s median, and its result served ~40 times by its trainer (it
+serves 3 copies for its first 10 s, and on a saturated machine the first fetchers take longer than that to
+re-serve). That works because a slow answer no longer drops a live connection (see the transport's
+`stalled`); before, every timeout redialled, handshakes took most of the CPU and fetches timed out by the
 thousand. Past what the cores carry, the round time measured here is CPU contention of N processes, not the
 protocol; a client the run drops or that falls behind leaves, and the table counts the clients kept.
 """

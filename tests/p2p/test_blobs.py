@@ -22,7 +22,7 @@ from cohort.client.p2p import (
     blob_hash,
 )
 from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, MAX_REQUEST, part_request
-from cohort.client.p2p.blob_store import MIN_RELAX_PERIOD, CopyLimit
+from cohort.client.p2p.blob_store import CopyLimit
 
 
 class FakeBytesSource:
@@ -186,28 +186,15 @@ async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
     assert e.value.status == Status.BUSY
 
 
-def test_a_copy_limit_waits_for_its_first_copies_then_doubles():
+def test_a_copy_limit_holds_for_its_patience_and_a_failed_copy_gives_its_place_back():
     limit = CopyLimit(first=3, published=100.0, patience=10.0)
     assert [limit.take(100.1) for _ in range(4)] == [True, True, True, False]
-    limit.end(False, 100.5)  # one fetcher went away: its place is given back
+    assert limit.take(100.2, count=False) is False  # a later part asked for alone is refused too
+    limit.end(False)  # one fetcher went away: its place is given back
     assert limit.take(100.6) and not limit.take(100.6)
-    for _ in range(3):
-        limit.end(True, 106.0)  # the first copies took 6 s: the limit doubles every 6 s from here
-    assert limit.relaxed_from == 106.0 and limit.period == 6.0
-    assert [limit.allows(t) for t in (111.9, 112.0, 118.0, 124.0)] == [3, 6, 12, 24]
-    assert not limit.take(111.9) and limit.take(112.0)
-
-
-def test_a_copy_limit_relaxes_after_its_patience_when_copies_do_not_go_out():
-    limit = CopyLimit(first=3, published=0.0, patience=10.0)
-    assert all(limit.take(0.1) for _ in range(3))  # three fetchers that never finish
-    assert limit.relaxed_from is None
-    assert [limit.allows(t) for t in (9.9, 10.0, 20.0, 30.0)] == [3, 3, 6, 12]
-    fast = CopyLimit(first=2, published=0.0, patience=10.0)
-    fast.end(True, 0.05)
-    fast.end(True, 0.1)  # quick copies: the holders still get the shortest period to pass it on
-    assert fast.period == MIN_RELAX_PERIOD
-    assert fast.allows(0.1 + MIN_RELAX_PERIOD - 0.01) == 2 and fast.allows(0.1 + MIN_RELAX_PERIOD) == 4
+    limit.end(True)  # a copy served keeps its place
+    assert not limit.take(109.9)
+    assert limit.take(110.0) and limit.take(110.0)  # past its patience anyone may fetch it here
 
 
 async def test_a_reader_that_stops_reading_gives_its_copy_back(make_transport):

@@ -97,9 +97,8 @@ class BlobServer:
                     chunk = await source.read_blob(blob, offset, min(READ_CHUNK, end - offset))
                     await reply.write(chunk)
                     self.bytes_served += len(chunk)
-                # a copy has gone out when the fetcher has it, not when it is queued to be sent
-                complete = await reply.end()
-            if complete and copy:
+            complete = True
+            if copy:
                 if len(self.served) > 4096:  # bounded: only recent blobs are asked about
                     self.served.clear()
                 self.served[blob] = self.served.get(blob, 0) + 1

@@ -35,53 +35,32 @@ class BlobSource(Protocol):
         ...
 
 
-MIN_RELAX_PERIOD = 5.0  # seconds: the shortest a copy limit waits before it doubles (holders must find and pass it on)
-
-
 @dataclass
 class CopyLimit:
-    """How many copies of one of our own blobs we serve, so that its first fetchers serve the rest and our
-    upload does not grow with the run, however slow their links are.
-
-    `first` copies may be under way or done at first. Once they have gone out (at `relaxed_from`), the
-    limit doubles every `period` (the time they took, at least `MIN_RELAX_PERIOD`): the holders have had
-    as long as our copies took to pass it on. If they have not gone out within `patience` seconds, the
-    doubling starts anyway, so fetchers that never finish (or holders that never re-serve) cannot keep the
-    blob in; a copy that fails gives its place back."""
+    """How many copies of one of our own blobs we serve: `first` under way or done during its first
+    `patience` seconds, so that its first fetchers serve the rest and our upload does not grow with the run;
+    after that anyone still missing it may fetch it here (its first fetchers may never re-serve it). A copy
+    that fails (the fetcher went away or did not take it in time) gives its place back."""
 
     first: int
     published: float
     patience: float
     copies: int = 0  # copies under way or done
-    done: int = 0
-    relaxed_from: float | None = None  # when the first copies had all gone out
-    period: float = MIN_RELAX_PERIOD  # the time they took
 
-    def allows(self, now: float) -> int:
-        """The copies that may be under way or done at `now`."""
-        if self.relaxed_from is not None:
-            begin, period = self.relaxed_from, self.period
-        else:
-            begin, period = self.published + self.patience, max(MIN_RELAX_PERIOD, self.patience)
-        if now < begin:
-            return self.first
-        return self.first << min(20, int((now - begin) // period))
+    def allows(self, now: float) -> bool:
+        """Whether one more copy may be served at `now`."""
+        return self.copies < self.first or now >= self.published + self.patience
 
     def take(self, now: float, count: bool = True) -> bool:
         """Whether one more copy may be served at `now` (counted, unless `count` is false)."""
-        if self.copies >= self.allows(now):
+        if not self.allows(now):
             return False
         self.copies += count
         return True
 
-    def end(self, complete: bool, now: float) -> None:
-        if not complete:  # the fetcher went away or was too slow: its place is given back
+    def end(self, complete: bool) -> None:
+        if not complete:
             self.copies = max(0, self.copies - 1)
-            return
-        self.done += 1
-        if self.relaxed_from is None and self.done >= self.first and now < self.published + self.patience:
-            self.relaxed_from = now
-            self.period = max(MIN_RELAX_PERIOD, now - self.published)
 
 
 @dataclass
@@ -134,7 +113,7 @@ class BlobStore:
         """A copy `take_upload` counted has been served (`complete`) or abandoned."""
         entry = self._blobs.get(blob)
         if entry is not None and entry.limit is not None:
-            entry.limit.end(complete, time.monotonic())
+            entry.limit.end(complete)
 
     def get(self, blob: bytes) -> bytes | None:
         entry = self._blobs.get(blob)

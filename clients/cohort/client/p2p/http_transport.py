@@ -232,9 +232,9 @@ class HttpTransport(Transport):
             if writer.response is None:
                 return _error(Status.INTERNAL, "handler failed")
             return writer.cut()
-        if not writer.ended:
-            await writer.end()
-        assert writer.response is not None
+        if writer.response is None:
+            await writer.write(b"")
+        await writer.response.write_eof()
         return writer.response
 
 
@@ -242,15 +242,6 @@ class _HttpReplyWriter:
     def __init__(self, request: web.Request) -> None:
         self._request = request
         self.response: web.StreamResponse | None = None
-        self.ended = False
-
-    async def end(self) -> bool:
-        """The body's end written and drained to the socket (HTTP cannot tell what the peer received)."""
-        await self.write(b"")
-        assert self.response is not None
-        self.ended = True
-        await self.response.write_eof()
-        return True
 
     async def write(self, data: bytes) -> None:
         if self.response is None:

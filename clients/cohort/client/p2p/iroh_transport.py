@@ -396,23 +396,15 @@ class IrohTransport(Transport):
             else:
                 await _reject(send, Status.INTERNAL, "handler failed")
             return
-        if not writer.ended:
-            if not writer.started:
-                await send.write_all(bytes([Status.OK]))
-            await send.finish()
+        if not writer.started:
+            await send.write_all(bytes([Status.OK]))
+        await send.finish()
 
 
 class _IrohReplyWriter:
     def __init__(self, send) -> None:
         self._send = send
         self.started = False
-        self.ended = False
-
-    async def end(self) -> bool:
-        await self.write(b"")
-        self.ended = True
-        await self._send.finish()
-        return await self._send.stopped() is None  # None: finished and every byte acknowledged
 
     async def write(self, data: bytes) -> None:
         if not self.started:  # the status goes with the first bytes: one call into iroh, not two

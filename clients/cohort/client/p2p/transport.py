@@ -109,12 +109,6 @@ class ReplyWriter(Protocol):
 
     async def write(self, data: bytes) -> None: ...
 
-    async def end(self) -> bool:
-        """End the reply (nothing more is written) and wait until the peer has received all of it, as far
-        as the transport can tell; False if the peer stopped reading first. A handler that does not call
-        it has its reply ended for it, without the wait."""
-        ...
-
 
 class Reply(Protocol):
     """Client side of a reply (status OK already received)."""

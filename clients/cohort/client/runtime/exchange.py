@@ -30,7 +30,7 @@ from .rounds import ChainView
 
 FETCH_DEADLINE = 30.0  # seconds one fetch (every attempt, every holder) may take in all
 OWN_COPIES = 3  # copies of our own result we serve at first: its first fetchers serve the others (CopyLimit)
-OWN_PATIENCE = 10.0  # seconds we wait for those copies to go out before we serve more anyway
+OWN_PATIENCE = 10.0  # seconds that limit holds (then anyone still missing it may fetch it from us)
 LIST_LIMIT = 8 + 256 * 34 + 8  # the largest results list
 
 
