@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from cohort.client.distro.parity import ParityReport, ParitySetup, run_parity
+from cohort.client.yardsticks.parity import ParityReport, ParitySetup, run_parity
 
 HERE = Path(__file__).resolve().parent
 

@@ -19,7 +19,7 @@ import compression
 import overhead
 import parity
 
-from cohort.client.distro.parity import run_parity
+from cohort.client.yardsticks.parity import run_parity
 
 # per-preset micro-batches for the overhead figure: (sequences, tokens per sequence); the
 # ratio falls as 1 / tokens, so the tiny model is shown at two sizes

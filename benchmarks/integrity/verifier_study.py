@@ -1,7 +1,7 @@
 """Which verifier tells honest DisTrO trainers from dishonest ones? Measured, one process.
 
 N replicas (default 4) of a tiny Llama train on KJV bytes with the real DisTrO optimizer, wire
-codec and the 2-step pipeline of distro/simulator.py (results of step t applied at t + 2). After
+codec and the 2-step pipeline of yardsticks/simulator.py (results of step t applied at t + 2). After
 an honest warm-up, each mode runs the same steps again from the same point with replica N - 1
 swapped for an adversary:
 
@@ -60,6 +60,7 @@ from cohort.client.distro import (
     SparseTiles,
 )
 from cohort.client.model import build_model, llama_config, lm_loss, parameter_digest
+from cohort.client.training import train_step
 from cohort.client.verify import (
     BEFORE_ANY_STEP,
     Replayer,
@@ -72,7 +73,6 @@ from cohort.client.verify import (
     state_bytes,
     state_commitment,
     tiles_agreement,
-    train_step,
 )
 
 HERE = Path(__file__).resolve().parent

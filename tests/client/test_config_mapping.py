@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cohort.client.runtime.local_run import write_config
-from cohort.client.runtime.trainer import Trainer, distro_config
+from cohort.client.runtime.trainer import LocalReplica, distro_config
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file, packaged_config
@@ -36,7 +36,7 @@ def test_every_accepted_config_trains(changes: dict, core: CoordinatorCore, tmp_
     path = write_config(tmp_path / "run.toml", **{"max_seq_len": 16, **changes})
     run_file = load_run_file(path, core)  # the program's own rules: what `run create` accepts
     spec = training_spec(run_file.metadata, run_file.model)
-    trainer = Trainer(spec, seed=0)
+    trainer = LocalReplica(spec, seed=0)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     out = trainer.train(1, 0, 4)
     assert out.loss > 0 and out.tokens == 4 * spec.max_seq_len and len(out.payload) > 0

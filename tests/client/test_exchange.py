@@ -19,7 +19,7 @@ from cohort.client.runtime import exchange as exchange_module
 from cohort.client.runtime.exchange import Exchange
 from cohort.client.runtime.machine import PeerReady, PeerResult, ResultFailed, ResultHeld
 from cohort.client.runtime.messages import Ready, Result
-from cohort.client.runtime.trainer import PayloadHeader
+from cohort.client.runtime.replica import PayloadHeader
 from cohort.sdk.coordinator_core import load_idl
 from cohort.sdk.statements import result_statement
 

@@ -13,7 +13,7 @@ import pytest
 from cohort.client.distro import DistroResult
 from cohort.client.distro.compress import SparseTiles
 from cohort.client.runtime.local_run import write_config
-from cohort.client.runtime.trainer import Trainer
+from cohort.client.runtime.trainer import LocalReplica
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file
@@ -25,12 +25,12 @@ def spec_of(path: Path):
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory) -> tuple[Trainer, Trainer, list]:
+def replicas(tmp_path_factory) -> tuple[LocalReplica, LocalReplica, list]:
     """Two replicas of one run trained steps 1-3 in lock step (each its own batch, both results applied
     two steps later): returns (trainer, verifier, [(payload, state) of the trainer per step])."""
     path = write_config(Path(tmp_path_factory.mktemp("run")) / "run.toml", max_seq_len=32)
     spec = spec_of(path)
-    trainer, verifier = Trainer(spec, seed=7), Trainer(spec, seed=7)
+    trainer, verifier = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7)
     for replica in (trainer, verifier):
         replica.start_epoch(1, cold=False, verified=True)
     outputs, mine = [], []
@@ -76,7 +76,7 @@ def test_a_state_other_than_the_committed_one_is_refused(replicas):
 
 def test_without_verification_nothing_is_committed(tmp_path):
     path = write_config(tmp_path / "run.toml", max_seq_len=32)
-    trainer = Trainer(spec_of(path), seed=7)
+    trainer = LocalReplica(spec_of(path), seed=7)
     trainer.start_epoch(1, cold=False)
     out = trainer.train(1, 0, 4)
     assert out.state is None and trainer.check(out.payload).state == bytes(32) and not trainer.can_verify(1)

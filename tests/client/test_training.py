@@ -16,7 +16,7 @@ import pytest
 
 from cohort.client.checkpoint import save_checkpoint
 from cohort.client.runtime.local_run import LocalRun, failures
-from cohort.client.runtime.trainer import Trainer
+from cohort.client.runtime.trainer import LocalReplica
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.models import RunState
 from cohort.sdk.presets import training_spec
@@ -53,7 +53,7 @@ async def witnessed_steps(lr: LocalRun) -> tuple[dict[int, int], list[float]]:
 def starting_checkpoint(config: Path, root: Path) -> tuple[Path, str]:
     """A checkpoint for the run to start from (a local directory named as its Hub repo, with its hash)."""
     run_file = load_run_file(config, CoordinatorCore())
-    trainer = Trainer(training_spec(run_file.metadata, run_file.model), seed=1234)
+    trainer = LocalReplica(training_spec(run_file.metadata, run_file.model), seed=1234)
     info = save_checkpoint(trainer.model, root, run_id=run_file.run_id, step=0, epoch=0)
     text = config.read_text().replace('kind = "Dummy"', 'kind = "Hub"').replace(
         'repo = "demo"', f'repo = "{info.path}"\nweights_sha256 = "{info.manifest_hash.hex()}"')

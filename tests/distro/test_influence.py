@@ -26,8 +26,8 @@ from cohort.client.distro import (
     WireCodec,
 )
 from cohort.client.distro.aggregate import aggregate_signs, mean_coefficients
-from cohort.client.distro.reference import demo_coefficients, reference_signs
 from cohort.client.model import build_model, llama_config, lm_loss
+from cohort.client.yardsticks.reference import demo_coefficients, reference_signs
 
 N = 4
 BIG = 1e30  # still finite in bf16 for momenta of this size

@@ -17,8 +17,8 @@ from cohort.client.distro import (
 from cohort.client.distro.aggregate import aggregate_signs, mean_coefficients
 from cohort.client.distro.compress import compress, densify
 from cohort.client.distro.dct import decode, encode
-from cohort.client.distro.parity import ParitySetup, run_parity
-from cohort.client.distro.reference import demo_coefficients, reference_coefficients
+from cohort.client.yardsticks.parity import ParitySetup, run_parity
+from cohort.client.yardsticks.reference import demo_coefficients, reference_coefficients
 
 CI = ParitySetup()  # tiny Llama, KJV bytes, seq 64, 4 replicas x 8 sequences, 200 steps, 1-bit
 
@@ -68,12 +68,13 @@ def _received(config: DistroConfig, n: int, same_picks: bool = False) -> tuple[L
 def _signs_agree_off_zero(
     layout: Layout, ours: list[torch.Tensor], coefficients: list[torch.Tensor]
 ) -> None:
-    """Our signs equal the float64 reference's wherever the reference is not within rounding of 0."""
+    """Our signs equal the float64 reference's wherever the reference is not within the exact apply's
+    roundings of 0 (values to 2**-12 and the basis to 2**-14 of their scale, aggregate.py)."""
     for b, mine, c in zip(layout.buckets, ours, coefficients, strict=True):
         update = decode(c, b.tile, b.stacked_shape, layout.transform)
-        clear = update.abs() > 1e-5 * float(update.abs().max())
+        clear = update.abs() > 2e-3 * float(update.abs().max())
         assert torch.equal(mine[clear].double(), update.sign()[clear])
-        assert float(clear.double().mean()) > 0.99
+        assert float(clear.double().mean()) > 0.98
 
 
 @pytest.mark.parametrize(

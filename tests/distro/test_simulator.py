@@ -2,8 +2,9 @@ import pytest
 import torch
 
 from cohort.client.data import ByteTokenizer, TokenDataset, pydoc_text
-from cohort.client.distro import Constant, DataParallelSimulator, DistroConfig
+from cohort.client.distro import Constant, DistroConfig
 from cohort.client.model import lm_loss, parameter_digest
+from cohort.client.yardsticks import DataParallelSimulator
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from cohort.client.distro.parity import ParitySetup, run_parity
+from cohort.client.yardsticks.parity import ParitySetup, run_parity
 from cohort.sdk.presets import MODEL_PRESETS
 
 MLA = dataclasses.replace(

@@ -70,9 +70,10 @@ def install(mode: str) -> None:
         raise SystemExit(f"COHORT_ADVERSARY must be one of {', '.join(MODES)}, got {mode!r}")
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
-    from cohort.client.runtime.trainer import StepOutput, Trainer
+    from cohort.client.runtime.replica import StepOutput
+    from cohort.client.runtime.trainer import LocalReplica
 
-    honest_train, honest_apply = Trainer.train, Trainer.apply
+    honest_train, honest_apply = LocalReplica.train, LocalReplica.apply
 
     def train(self, step, start, end, abort=None):
         batch = BatchId(start, end)
@@ -93,7 +94,7 @@ def install(mode: str) -> None:
         self._applied = list(payloads)
         return honest_apply(self, step, payloads)
 
-    Trainer.train, Trainer.apply = train, apply
+    LocalReplica.train, LocalReplica.apply = train, apply
 
     if mode == "poison":
         honest_open = trainer_module.open_dataset

@@ -14,13 +14,13 @@ from cohort.client.data import ByteTokenizer, TokenDataset, pydoc_text
 from cohort.client.distro import (
     BatchId,
     Constant,
-    DataParallelSimulator,
     DistroConfig,
     DistroOptimizer,
     DistroResult,
     SparseTiles,
 )
 from cohort.client.model import build_model, llama_config, lm_loss
+from cohort.client.training import train_step
 from cohort.client.verify import (
     BEFORE_ANY_STEP,
     Replayer,
@@ -35,8 +35,8 @@ from cohort.client.verify import (
     snapshot_weights,
     state_bytes,
     state_commitment,
-    train_step,
 )
+from cohort.client.yardsticks import DataParallelSimulator
 
 THREADS = max(1, min(2, os.cpu_count() or 1))
 torch.set_num_threads(THREADS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -13,6 +13,9 @@ from rich.table import Table
 
 from .cli_common import Settings, chain_options, run
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .run_config import RunFile
 
 T = TypeVar("T")
 
@@ -72,6 +75,62 @@ def create(settings: Settings, config: Path, paused: bool) -> None:
     address = run(_with_client(settings, body))
     state = "not open yet: `cohort run resume` opens it" if paused else "open for members"
     click.echo(f"created run {run_file.run_id} at {address} ({state})")
+    click.echo(_memory_line(run_file))
+
+
+def _memory_line(run_file: RunFile) -> str:
+    """What one member needs for the run (sizing.py), and whether any single member can hold it."""
+    from .presets import training_spec
+    from .sizing import run_estimate
+
+    spec = training_spec(run_file.metadata, run_file.model)
+    estimate = run_estimate(spec, run_file.config)
+    if estimate is None:
+        return f"a member's memory is not known for preset {spec.preset!r} ({spec.architecture})"
+    mark = estimate.untrainable
+    return estimate.summary() + (f"; {mark}" if mark else "")
+
+
+@run_group.command()
+@click.option("--vocab-size", type=click.IntRange(min=2), default=256, show_default=True,
+              help="The run's vocabulary (256: the built-in corpora, read byte by byte).")  # fmt: skip
+@click.option("--max-seq-len", type=click.IntRange(min=2), default=512, show_default=True,
+              help="The run's sequence length.")  # fmt: skip
+@click.option("--micro-batch-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Sequences per forward/backward on a member.")  # fmt: skip
+@click.option("--verification/--no-verification", default=True, show_default=True,
+              help="Whether the run verifies results (members then keep what checks need).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+def presets(vocab_size: int, max_seq_len: int, micro_batch_size: int, verification: bool, as_json: bool) -> None:
+    """List the model presets with their parameters and the memory one member needs to train each; presets
+    no single member can hold are marked."""
+    from rich.markup import escape
+
+    from .presets import MODEL_PRESETS
+    from .sizing import estimate_for, format_bytes, format_count
+
+    rows = []
+    for name, preset in MODEL_PRESETS.items():
+        estimate = estimate_for(preset.architecture, preset.hf_config, vocab_size=vocab_size,
+                                max_seq_len=max_seq_len, micro_batch_size=micro_batch_size,
+                                verification=verification)  # fmt: skip
+        rows.append({"preset": name, "architecture": preset.architecture, "description": preset.description,
+                     "memory": estimate.to_json() if estimate else None,
+                     "untrainable": estimate.untrainable if estimate else None})  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("preset", "parameters", "a member needs", "about",
+                  title=f"vocabulary {vocab_size}, sequences of {max_seq_len} tokens, micro-batches of "
+                        f"{micro_batch_size}, verification {'on' if verification else 'off'}")  # fmt: skip
+    for row in rows:
+        memory, mark = row["memory"], row["untrainable"]
+        about = escape(row["description"])
+        if mark:
+            about = f"[bold red]{escape(mark)}[/]. {about}"
+        table.add_row(row["preset"], format_count(memory["parameters"]) if memory else "unknown",
+                      format_bytes(memory["total"]) if memory else "unknown", about)  # fmt: skip
+    Console().print(table)
 
 
 @run_group.command()

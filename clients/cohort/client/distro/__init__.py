@@ -12,7 +12,6 @@ from .layout import Bucket, Layout, chunk_size, plan_layout
 from .optimizer import DistroOptimizer
 from .result import BatchId, DistroResult, ReceivedResult
 from .schedule import ColdStart, Constant, Cosine, Linear, WarmupStableDecay
-from .simulator import DataParallelSimulator
 from .wire import WireCodec, WireError, commitment
 
 __all__ = [
@@ -21,7 +20,6 @@ __all__ = [
     "ColdStart",
     "Constant",
     "Cosine",
-    "DataParallelSimulator",
     "DistroConfig",
     "DistroOptimizer",
     "DistroResult",

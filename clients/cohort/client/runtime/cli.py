@@ -2,7 +2,8 @@
 
 Every flag has an environment variable (COHORT_*) so a supervisor or container can configure the client
 without a command line. A refusal (unknown run, paused run, not authorized, full, unfunded wallet,
-unreachable RPC, wrong client version) is one line on stderr and a distinct exit code (see ExitCode).
+unreachable RPC, wrong client version, a device too small for the run's model) is one line on stderr and a
+distinct exit code (see ExitCode).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from .options import ClientOptions, ExitCode
               help="iroh relay URL for peers behind NAT (repeatable).")  # fmt: skip
 @click.option("--micro-batch-size", type=int, envvar="COHORT_MICRO_BATCH_SIZE", show_envvar=True,
               help="Sequences per forward/backward (gradient accumulation); default: the whole batch.")  # fmt: skip
+@click.option("--memory-limit", type=float, metavar="GIB", envvar="COHORT_MEMORY_LIMIT", show_envvar=True,
+              help="GiB this member may use (default: what the device has available); the client refuses a run "
+                   "that needs more.")  # fmt: skip
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False, path_type=Path),
               envvar="COHORT_CHECKPOINT_DIR", show_envvar=True, help="Where a checkpointer writes checkpoints.")  # fmt: skip
 @click.option("--logs", type=click.Choice(["console", "json", "none"]), default="console",
@@ -48,8 +52,9 @@ from .options import ClientOptions, ExitCode
               help="BENCHMARKS: emulate a machine this many times slower (each step sleeps the difference).")  # fmt: skip
 @chain_options
 def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, relays: tuple[str, ...],
-          micro_batch_size: int | None, checkpoint_dir: Path | None, logs: str, events: Path | None,
-          threads: int | None, name: str, synthetic: bool, synthetic_seconds: float, slowdown: float) -> None:  # fmt: skip
+          micro_batch_size: int | None, memory_limit: float | None, checkpoint_dir: Path | None, logs: str,
+          events: Path | None, threads: int | None, name: str, synthetic: bool, synthetic_seconds: float,
+          slowdown: float) -> None:  # fmt: skip
     """Join a run and train in it with this wallet."""
     from . import Client
 
@@ -57,9 +62,9 @@ def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, rel
         options = ClientOptions(
             run=run_id, wallet=settings.wallet_path, cluster_urls=settings.cluster.urls,
             program_id=str(settings.program_id()), ws_url=settings.cluster.ws_url, device=device, p2p=p2p,
-            bind=bind, relays=relays, micro_batch_size=micro_batch_size, checkpoint_dir=checkpoint_dir,
-            logs=logs, events=events, threads=threads, name=name, synthetic=synthetic,
-            synthetic_seconds=synthetic_seconds, slowdown=slowdown,
+            bind=bind, relays=relays, micro_batch_size=micro_batch_size, memory_limit=memory_limit,
+            checkpoint_dir=checkpoint_dir, logs=logs, events=events, threads=threads, name=name,
+            synthetic=synthetic, synthetic_seconds=synthetic_seconds, slowdown=slowdown,
         )  # fmt: skip
     except ValueError as e:
         raise click.UsageError(str(e)) from None

@@ -22,6 +22,7 @@ from cohort.sdk.wallet import load_keypair
 
 from ..p2p import NodeKey, P2PNode
 from .exchange import Exchange
+from .memory import check_memory
 from .options import ClientRefused, ExitCode
 from .peers import encode_endpoint
 from .weights import CheckpointShelf, default_root
@@ -29,7 +30,7 @@ from .worker import ModelWorker
 
 if TYPE_CHECKING:
     from .loop import Client
-    from .trainer import Trainer
+    from .replica import PayloadHeader, Replica
 
 MIN_BALANCE = 10_000_000  # lamports: ~2,000 transaction fees, an epoch of witnesses and ticks
 
@@ -78,6 +79,7 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
     self.spec = training_spec(run.metadata, run.model)
     self.events.emit("connected", run=run.run_id, address=str(run.address), state=str(run.state),
                      wallet=str(self.wallet.pubkey()), rpc=self.rpc.url)  # fmt: skip
+    check_memory(self.spec, run.config, run.run_id, o)  # before anything is built, joined or sent
 
 async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
     o, run = self.options, self.latest
@@ -102,7 +104,7 @@ async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
     self.endpoint = encode_endpoint(self.node.address)
     self.events.emit("p2p_started", node_id=self.node_key.node_id.hex(), endpoint=self.endpoint)
 
-def _check(self: Client, payload: bytes):
+def _check(self: Client, payload: bytes) -> PayloadHeader:
     """A peer's payload checked by our model's codec (refused until the model is built)."""
     if not self.trainer_ready.done():
         raise ValueError("no model yet to check results against")
@@ -117,12 +119,12 @@ def install_signals(self: Client) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, self.stop)
 
-async def build_trainer(self: Client) -> Trainer:
+async def build_trainer(self: Client) -> Replica:
     import torch  # the training stack loads only once there is something to train
 
-    from .slowdown import SlowedTrainer
-    from .synthetic import SyntheticTrainer
-    from .trainer import Trainer, initial_seed
+    from .slowdown import SlowedReplica
+    from .synthetic import SyntheticReplica
+    from .trainer import LocalReplica, initial_seed
 
     if self.options.threads:
         torch.set_num_threads(self.options.threads)
@@ -132,14 +134,15 @@ async def build_trainer(self: Client) -> Trainer:
     self.events.status(model=f"building {self.spec.preset}…")
     try:
         o, seed = self.options, initial_seed(bytes(run.address))
+        trainer: Replica  # every kind below is one (replica.py)
         if o.synthetic:  # protocol tests at scale: no training (synthetic.py says what it does instead)
-            trainer = await self.worker.run(lambda: SyntheticTrainer(self.spec, seed=seed,
+            trainer = await self.worker.run(lambda: SyntheticReplica(self.spec, seed=seed,
                                                                      seconds_per_sequence=o.synthetic_seconds))  # fmt: skip
         else:
-            trainer = await self.worker.run(lambda: Trainer(self.spec, seed=seed, device=o.torch_device(),
-                                                            micro_batch_size=o.micro_batch_size))  # fmt: skip
+            trainer = await self.worker.run(lambda: LocalReplica(self.spec, seed=seed, device=o.torch_device(),
+                                                                 micro_batch_size=o.micro_batch_size))  # fmt: skip
         if o.slowdown > 1:
-            trainer = SlowedTrainer(trainer, o.slowdown)
+            trainer = SlowedReplica(trainer, o.slowdown)
     except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included
         self.post(ClientRefused(ExitCode.DATA_UNAVAILABLE,
                                 f"cannot build run {run.run_id!r}'s model and data here: {e}"))  # fmt: skip

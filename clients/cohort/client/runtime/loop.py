@@ -31,6 +31,7 @@ from .events import Events
 from .exchange import Exchange
 from .machine import ChainUpdate, ClientMachine, Finish, RunClosed, StopRequested, TimerFired
 from .options import ClientOptions, ClientRefused, ExitCode
+from .replica import Replica
 from .rounds import observe
 from .weights import CheckpointShelf
 from .worker import ModelWorker
@@ -54,7 +55,7 @@ class Client:
     worker: ModelWorker
     exchange: Exchange
     shelf: CheckpointShelf
-    trainer_ready: asyncio.Future
+    trainer_ready: asyncio.Future[Replica]  # the model side, once built (connect.build_trainer)
     machine: ClientMachine
     effects: Effects
 

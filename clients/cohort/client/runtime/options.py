@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     RPC_UNREACHABLE = 8
     DATA_UNAVAILABLE = 9  # the run's model or data cannot be built or read here
     VERSION_MISMATCH = 10  # Psyche's code: the supervisor should update the client
+    TOO_LITTLE_MEMORY = 11  # the device cannot hold the run's model with these settings
 
 
 class ClientRefused(Exception):
@@ -42,6 +43,7 @@ class ClientOptions:
     bind: str = "127.0.0.1:0"
     relays: tuple[str, ...] = ()  # iroh relay URLs, for peers behind NAT on the internet
     micro_batch_size: int | None = None
+    memory_limit: float | None = None  # GiB a member may use (default: what the device has available)
     checkpoint_dir: Path | None = None
     logs: str = "console"  # console | json | none
     events: Path | None = None
@@ -64,6 +66,8 @@ class ClientOptions:
             raise ValueError(f"--bind must be HOST:PORT, got {self.bind!r}")
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ValueError(f"--micro-batch-size must be >= 1, got {self.micro_batch_size}")
+        if self.memory_limit is not None and not self.memory_limit > 0:
+            raise ValueError(f"--memory-limit must be > 0 GiB, got {self.memory_limit}")
         if not 0 <= self.synthetic_seconds <= 3600:
             raise ValueError(f"--synthetic-seconds must be in [0, 3600], got {self.synthetic_seconds}")
         if not 1 <= self.slowdown <= 100:

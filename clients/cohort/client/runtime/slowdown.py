@@ -6,20 +6,26 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .trainer import Aborted, StepOutput
+from .replica import Aborted, PayloadHeader, Replica, StepOutput
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..model import EvalResult
+    from ..verify import Verdict
 
 
-class SlowedTrainer:
-    """A trainer whose `train` takes `factor` times as long; every other attribute is the wrapped one's."""
+class SlowedReplica:
+    """A `Replica` whose `train` takes `factor` times as long; every other member is the wrapped one's,
+    forwarded one by one (so the seam stays typed: a new protocol member must be forwarded here too)."""
 
-    def __init__(self, inner: Any, factor: float) -> None:
+    def __init__(self, inner: Replica, factor: float) -> None:
         self.inner, self.factor = inner, factor
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         out = self.inner.train(step, start, end, abort)
@@ -30,3 +36,48 @@ class SlowedTrainer:
             if abort is None:
                 time.sleep(min(left, 0.05))
         return replace(out, seconds=out.seconds * self.factor)
+
+    # -- the rest, unchanged ------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.inner.device
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.inner.model
+
+    @property
+    def payload_size(self) -> int:
+        return self.inner.payload_size
+
+    @property
+    def state_size(self) -> int:
+        return self.inner.state_size
+
+    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
+        self.inner.start_epoch(start_step, cold, verified)
+
+    def check(self, payload: bytes) -> PayloadHeader:
+        return self.inner.check(payload)
+
+    def apply(self, step: int, payloads: Sequence[bytes]) -> None:
+        self.inner.apply(step, payloads)
+
+    def digest(self) -> str:
+        return self.inner.digest()
+
+    def checksum(self) -> int:
+        return self.inner.checksum()
+
+    def load(self, path: Path, manifest_hash: bytes) -> None:
+        self.inner.load(path, manifest_hash)
+
+    def evaluate(self, max_sequences: int) -> EvalResult:
+        return self.inner.evaluate(max_sequences)
+
+    def can_verify(self, step: int) -> bool:
+        return self.inner.can_verify(step)
+
+    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
+                    state_after: bytes) -> Verdict | None:  # fmt: skip
+        return self.inner.verify_step(step, published, previous, state_before, state_after)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,7 +26,11 @@ from cohort.sdk.presets import MODEL_PRESETS, TrainingSpec
 from ..checkpoint import load_weights
 from ..distro import DistroOptimizer
 from ..model import EvalResult, build_model, config_for, parameter_digest, weights_checksum
-from .trainer import Aborted, PayloadHeader, StepOutput, distro_config, lr_schedule
+from .replica import Aborted, PayloadHeader, StepOutput
+from .trainer import distro_config, lr_schedule
+
+if TYPE_CHECKING:
+    from ..verify import Verdict
 
 MAGIC = b"SYN1"
 _HEAD = struct.Struct("<4sQQQ")
@@ -40,8 +45,8 @@ def real_payload_size(spec: TrainingSpec) -> int:
     return DistroOptimizer(model.named_parameters(), distro_config(spec.distro), lr_schedule(spec.lr)).codec.size
 
 
-class SyntheticTrainer:
-    """The Trainer interface without training (see the module docstring)."""
+class SyntheticReplica:
+    """A `Replica` (replica.py) without training (see the module docstring)."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu", micro_batch_size: int | None = None,
                  seconds_per_sequence: float = 0.0) -> None:  # fmt: skip
@@ -59,6 +64,10 @@ class SyntheticTrainer:
 
     def can_verify(self, step: int) -> bool:
         return False  # nothing is trained, so nothing can be replayed
+
+    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
+                    state_after: bytes) -> Verdict | None:  # fmt: skip
+        return None  # the same: no weights to replay from (can_verify says so before any fetch)
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         started = time.perf_counter()

@@ -1,4 +1,5 @@
-"""One replica of the run's model: build it from the run's TrainingSpec, train a batch, apply a round.
+"""One replica of the run's model in this process (`LocalReplica`, a `replica.Replica`): build it from
+the run's TrainingSpec, train a batch, apply a round.
 
 Blocking torch code, run by the client's one model worker (runtime/worker.py: one thread, jobs in order,
 never two at once), so the event loop keeps gossiping and fetching while a step computes. Training can be
@@ -37,6 +38,7 @@ from ..model import (
     parameter_digest,
     weights_checksum,
 )
+from ..training import train_step
 from ..verify import (
     Replayer,
     Verdict,
@@ -44,9 +46,9 @@ from ..verify import (
     snapshot_weights,
     state_bytes,
     state_commitment,
-    train_step,
 )
 from ..verify.state import state_size
+from .replica import Aborted, PayloadHeader, StepOutput
 
 
 def distro_config(spec: DistroSpec) -> DistroConfig:
@@ -87,26 +89,6 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
     return open_data_location(spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size, split=split)
 
 
-@dataclass(frozen=True)
-class StepOutput:
-    payload: bytes
-    loss: float
-    tokens: int
-    seconds: float
-    state: bytes | None = None  # our optimizer state after the step, when the run verifies (its hash is in the payload)
-
-
-class Aborted(Exception):
-    """Training stopped between micro-batches on request; the weights are as before the step."""
-
-
-@dataclass(frozen=True)
-class PayloadHeader:
-    step: int
-    batch: tuple[int, int]
-    state: bytes = bytes(32)  # the trainer's committed optimizer state after the step (zero: none)
-
-
 # steps whose starting weights a verifier keeps until their check seeds are out: step s's seed comes with
 # round s + 2 (CHECK_SEED_LAG 3, seeds one round ahead), by when steps up to s + 1 + pipeline_depth (<= 4)
 # may be trained; one more for a check that waits a round in the worker's queue
@@ -131,8 +113,9 @@ class ColdStart:
         return lr
 
 
-class Trainer:
-    """The model, its DisTrO optimizer and the data, for one client."""
+class LocalReplica:
+    """The model, its DisTrO optimizer and the data, for one client: a `Replica` (replica.py) held whole
+    in this process on one device."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
                  micro_batch_size: int | None = None) -> None:  # fmt: skip
@@ -171,7 +154,7 @@ class Trainer:
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result
-        (verify.train_step: the very code a verifier replays). With `abort` set between micro-batches the
+        (training.train_step: the very code a verifier replays). With `abort` set between micro-batches the
         step stops (Aborted) and the weights are restored."""
         started = time.perf_counter()
         batch = BatchId(start, end)

@@ -22,7 +22,7 @@ from .compare import (
     judge,
     tiles_agreement,
 )
-from .recompute import Replay, Replayer, StepInputs, snapshot_weights, train_step
+from .recompute import Replay, Replayer, StepInputs, snapshot_weights
 from .state import (
     BEFORE_ANY_STEP,
     OptimizerState,
@@ -70,5 +70,4 @@ __all__ = [
     "state_bytes",
     "state_commitment",
     "tiles_agreement",
-    "train_step",
 ]

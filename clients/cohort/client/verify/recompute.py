@@ -4,15 +4,15 @@ Inputs of step s of trainer X: the weights every replica held at the start of st
 the apply of step s - 2's results, before X's lookahead), X's optimizer state after step s - 1
 (checked against the hash X published with its step s - 1 result), X's assigned batch, and the
 run's DisTrO config and LR schedule. The replay runs the very code a trainer runs
-(`train_step`: lookahead, forward/backward in micro-batches, generate, encode), so on the same
-machine and thread count an honest step reproduces bit for bit; elsewhere it differs only by
-the rounding of one step's gradient.
+(`training.train_step`: lookahead, forward/backward in micro-batches, generate, encode), so on
+the same machine and thread count an honest step reproduces bit for bit; elsewhere it differs
+only by the rounding of one step's gradient.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -20,37 +20,8 @@ import torch
 from ..distro import BatchId, DistroConfig, DistroOptimizer, DistroResult, WireCodec
 from ..distro.schedule import Schedule
 from ..model import lm_loss
+from ..training import LossFn, train_step
 from .state import OptimizerState, capture, restore
-
-LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
-
-
-def train_step(
-    model: torch.nn.Module,
-    optimizer: DistroOptimizer,
-    step: int,
-    batch: BatchId,
-    sequences: torch.Tensor,
-    micro_batch_size: int | None = None,
-    loss_fn: LossFn = lm_loss,
-    before_chunk: Callable[[], None] | None = None,
-) -> tuple[DistroResult, float]:
-    """One trainer step — runtime.Trainer.train runs exactly this, so trainer and verifier share the code
-    path: lookahead, forward and backward over micro-batches (each loss weighted by its share of the
-    batch), generate. `before_chunk` runs before each micro-batch (the trainer's abort point: it may
-    raise; the caller then abandons the step). Returns the result and the mean loss."""
-    size = micro_batch_size or len(sequences)
-    optimizer.lookahead(step)
-    total = 0.0
-    for chunk in sequences.split(size):
-        if before_chunk is not None:
-            before_chunk()
-        loss = loss_fn(model, chunk)
-        (loss * (len(chunk) / len(sequences))).backward()
-        total += float(loss.detach()) * len(chunk)
-    result = optimizer.generate(step, batch)
-    model.zero_grad(set_to_none=True)
-    return result, total / len(sequences)
 
 
 def snapshot_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -2,7 +2,7 @@
 as the simulated replicas together), used to judge DisTrO's loss parity. `reference_coefficients`
 and `demo_coefficients`: plain float64 loops over the results for the aggregation rule we use
 (aggregate.py) and for DeMo's / Psyche's scatter-mean, written independently of aggregate.py's
-fast paths so tests can hold them against each other."""
+fast paths (distro/aggregate.py) so tests can hold them against each other."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from .compress import densify
-from .dct import decode
-from .layout import Layout
-from .result import BatchId, ReceivedResult
-from .schedule import Schedule
-from .simulator import LossFn, SimulationLog, StepHook, StepRecord
+from ..distro.compress import densify
+from ..distro.dct import decode
+from ..distro.layout import Layout
+from ..distro.result import BatchId, ReceivedResult
+from ..distro.schedule import Schedule
+from ..training import LossFn
+from .simulator import SimulationLog, StepHook, StepRecord
 
 
 def train_adamw(

@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 import torch
 
 from ..data.batch import split_batch
-from .config import DistroConfig
-from .optimizer import DistroOptimizer
-from .result import BatchId
-from .schedule import Schedule
+from ..distro.config import DistroConfig
+from ..distro.optimizer import DistroOptimizer
+from ..distro.result import BatchId
+from ..distro.schedule import Schedule
+from ..training import LossFn  # (replica's model, its shard's sequences) -> scalar loss
 
-# (replica's model, its shard's sequences) -> scalar loss
-LossFn = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
 # called after each round with (step, the replicas' models)
 StepHook = Callable[[int, list[torch.nn.Module]], None]
 

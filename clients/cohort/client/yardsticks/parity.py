@@ -17,10 +17,10 @@ from typing import Any
 import torch
 
 from ..data import ByteTokenizer, TokenDataset, load_corpus
+from ..distro.config import DistroConfig
+from ..distro.schedule import Cosine
 from ..model import build_model, config_for, evaluate, llama_config, lm_loss, parameter_digest
-from .config import DistroConfig
 from .reference import train_adamw
-from .schedule import Cosine
 from .simulator import DataParallelSimulator
 
 
