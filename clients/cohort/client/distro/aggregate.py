@@ -22,16 +22,21 @@ positive scale, so a single result gives the signs it gave before (but for coord
 rounding of zero), and the bound only makes every result weigh the same in every tile. With
 1-bit values the bound changes nothing; the rule differs from the scatter-mean only where
 results picked different coefficients, where a coefficient picked by j of N results is the
-scatter-mean times j / N (reference.py pins both). Consensus picks now outweigh lone ones; on
+scatter-mean times j / N (yardsticks/reference.py pins both). Consensus picks now outweigh lone ones; on
 the tiny-model parity benchmark that costs a little held-out loss: 1.080x AdamW instead of
 1.050x at 200 steps, 1.083x instead of 1.065x (seed 0) and 1.060x instead of 1.053x (seed 1)
 at 600 steps. The max is exact and order-free and the division is correctly rounded, so the
 bounds are bit-identical on every replica.
 
-The results are put in commitment order first and every later step has a fixed order of
-operations, so every replica computes the same bits whatever the order in which results
-arrived. When the tiles hold few terms the inverse DCT is done term by term (`decode_sparse`),
-which is cheaper.
+The results are put in commitment order first. The direction is then computed in exact arithmetic
+and rounded once (principle 12: replicas agree across hardware): each bounded value becomes an integer
+number of 2**-q steps (q = `value_bits`, 12 unless the run is very large; 1-bit values are +-2**q), the
+inverse DCT uses the integer basis of dct.exact_basis, and the division by N is dropped (sign() ignores a
+positive scale). Every product and partial sum is then an integer below 2**53, so float64 arithmetic is
+exact in any order: the signs are the same bits on any device, kernel, thread count, micro-batching or
+sharding, and whether the inverse is done densely or term by term (`decode_sparse`, cheaper when the
+tiles hold few terms). The two roundings (values and basis, ~2.4e-4 and ~3e-4 relative) move only
+coordinates within that distance of zero, and identically on every replica.
 """
 
 from __future__ import annotations
@@ -42,9 +47,12 @@ from itertools import pairwise
 import torch
 
 from .compress import SparseTiles
-from .dct import decode, decode_sparse, sparse_pays
-from .layout import Layout
+from .dct import BASIS_BITS, decode, decode_sparse, sparse_pays
+from .layout import BandSlice, Bucket, Layout
 from .result import ReceivedResult
+
+VALUE_BITS = 12  # steps of a bounded value: 2**-12 (a relative 2.4e-4 of a tile's largest value)
+EXACT_BITS = 52  # every integer of magnitude below 2**53 is a float64; one bit of margin
 
 
 def canonical_order(received: Sequence[ReceivedResult]) -> list[ReceivedResult]:
@@ -110,22 +118,63 @@ def mean_coefficients(
         yield _dense(terms, b.topk, b.totalk)
 
 
+def value_bits(terms_per_tile: int, tile: Sequence[int]) -> int:
+    """Bits q of the value steps such that a tile's exact inverse DCT stays below 2**53: its magnitude is
+    at most terms * 2**q * 2**(BASIS_BITS * dims)."""
+    q = min(VALUE_BITS, EXACT_BITS - BASIS_BITS * len(tile) - max(terms_per_tile - 1, 0).bit_length())
+    if q < 0:
+        raise ValueError(f"{terms_per_tile} terms a tile are too many for an exact apply")
+    return q
+
+
+def exact_terms(
+    bucket: Bucket, index: int, ordered: Sequence[ReceivedResult], rows: slice, device: torch.device | str
+) -> SparseTiles:
+    """Tiles `rows` of bucket `index`: every result's kept coefficients side by side (commitment order),
+    each value bounded per tile and made an integer number of 2**-q steps, in float64."""
+    q = value_bits(len(ordered) * bucket.topk, bucket.tile)
+    indices = torch.cat([r.result.tiles[index].indices[rows] for r in ordered], dim=1).to(device)
+    values = torch.cat(
+        [bounded_values(r.result.tiles[index].values[rows].to(device)) for r in ordered], dim=1
+    )
+    return SparseTiles(indices, torch.round(values.double() * float(1 << q)))
+
+
+def exact_update(terms: SparseTiles, bucket: Bucket, shape: Sequence[int], transform: str) -> torch.Tensor:
+    """The exact, integer-valued inverse DCT of integer terms (float64), as a tensor of `shape`."""
+    if sparse_pays(terms.indices.shape[1], bucket.tile):
+        return decode_sparse(terms.indices, terms.values, bucket.tile, shape, transform, exact=True)
+    dense = torch.zeros(terms.indices.shape[0], bucket.totalk, dtype=torch.float64, device=terms.values.device)
+    dense.scatter_add_(1, terms.indices, terms.values)  # integer sums: exact in any order
+    return decode(dense, bucket.tile, shape, transform, exact=True)
+
+
+def band_directions(
+    layout: Layout, received: Sequence[ReceivedResult], max_elements: int, device: torch.device | str = "cpu"
+) -> Iterator[tuple[BandSlice, torch.Tensor]]:
+    """The update direction band slice by band slice (each at most `max_elements` values): the slice and
+    sign(exact inverse DCT of the aggregate) over its (rows, row_width), float32 in {-1, 0, 1}. Temporaries
+    stay within a few times one slice whatever the model's size."""
+    ordered = canonical_order(received)
+    for i, b in enumerate(layout.buckets):
+        for band in b.bands(max_elements):
+            terms = exact_terms(b, i, ordered, band.tiles, device)
+            yield band, exact_update(terms, b, band.shape, layout.transform).sign_().float()
+
+
 def aggregate_update(
     layout: Layout, received: Sequence[ReceivedResult], device: torch.device | str = "cpu"
 ) -> Iterator[torch.Tensor]:
-    """Per bucket, IDCT of the aggregate coefficients, stacked like the bucket's parameters (before sign)."""
-    for b, terms in zip(layout.buckets, mean_terms(layout, received, device), strict=True):
-        if sparse_pays(terms.indices.shape[1], b.tile):
-            yield decode_sparse(
-                terms.indices, terms.values, b.tile, b.stacked_shape, layout.transform
-            )
-        else:
-            yield decode(_dense(terms, b.topk, b.totalk), b.tile, b.stacked_shape, layout.transform)
+    """Per bucket, the exact integer-valued aggregate update before sign (float64), stacked like the
+    bucket's parameters: a positive multiple of IDCT(mean_coefficients) up to the two roundings."""
+    ordered = canonical_order(received)
+    for i, b in enumerate(layout.buckets):
+        terms = exact_terms(b, i, ordered, slice(None), device)
+        yield exact_update(terms, b, b.stacked_shape, layout.transform)
 
 
 def aggregate_signs(
     layout: Layout, received: Sequence[ReceivedResult], device: torch.device | str = "cpu"
 ) -> list[torch.Tensor]:
-    """Per bucket, sign(IDCT(aggregate coefficients)) stacked like the bucket's parameters: the
-    update direction."""
-    return [update.sign_() for update in aggregate_update(layout, received, device)]
+    """Per bucket, the update direction stacked like the bucket's parameters (float32 signs)."""
+    return [update.sign_().float() for update in aggregate_update(layout, received, device)]

@@ -4,6 +4,10 @@
 into tiles, transforms each, and returns a (num_tiles, totalk) matrix whose rows are the
 flattened tile coefficients; leading dimensions (a bucket's stack of parameters) just add
 tiles. `decode` is the exact inverse: the basis is orthonormal, so its inverse is its transpose.
+
+`exact=True` decodes with the integer basis round(C * 2**BASIS_BITS) in float64: fed integer
+coefficients, every product and partial sum is an integer below 2**53, so the result is exact in any
+summation order, on any device, with any thread count or blocking (the apply of aggregate.py).
 """
 
 from __future__ import annotations
@@ -36,6 +40,47 @@ def dct_basis(
     return basis.to(device=device, dtype=dtype)
 
 
+# bits of the integer basis: C's entries to 2**-14 (a relative 3e-4 at chunk 64); products with 2**12
+# value steps stay exact in float64 for up to 2**25 / 2**12 kept terms a tile (aggregate.py budgets it)
+BASIS_BITS = 14
+
+
+@lru_cache(maxsize=256)
+def exact_basis(n: int, device: torch.device, transform: str = "dct") -> torch.Tensor:
+    """round(C * 2**BASIS_BITS) as float64: the same integers on every machine.
+
+    Computed from Python's double `math.cos` and rounded; an entry within 1e-9 of a rounding boundary
+    (where two C libraries might round differently) is refused rather than risked."""
+    if n < 1:
+        raise ValueError(f"basis size must be >= 1, got {n}")
+    scale = float(1 << BASIS_BITS)
+    if transform == "identity":
+        return torch.eye(n, dtype=torch.float64, device=device) * scale
+    if transform != "dct":
+        raise ValueError(f"unknown transform {transform!r}")
+    rows = []
+    for k in range(n):
+        norm = math.sqrt((1.0 if k == 0 else 2.0) / n)
+        row = []
+        for j in range(n):
+            x = math.cos(math.pi * (2 * j + 1) * k / (2 * n)) * norm * scale
+            if abs(abs(x - math.floor(x)) - 0.5) < 1e-9:
+                raise ValueError(f"DCT basis of size {n} has an entry on a rounding boundary")
+            row.append(float(round(x)))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64, device=device)
+
+
+def _bases(
+    tile: Sequence[int], device: torch.device, dtype: torch.dtype, transform: str, exact: bool
+) -> list[torch.Tensor]:
+    if exact:
+        if dtype != torch.float64:
+            raise ValueError(f"an exact decode needs float64 integer coefficients, got {dtype}")
+        return [exact_basis(n, device, transform) for n in tile]
+    return [dct_basis(n, device, dtype, transform) for n in tile]
+
+
 def _check_tiling(shape: Sequence[int], tile: Sequence[int]) -> None:
     if len(tile) not in (1, 2) or len(shape) < len(tile):
         raise ValueError(f"cannot tile shape {tuple(shape)} with tile {tuple(tile)}")
@@ -58,9 +103,14 @@ def encode(x: torch.Tensor, tile: Sequence[int], transform: str = "dct") -> torc
 
 
 def decode(
-    coefficients: torch.Tensor, tile: Sequence[int], shape: Sequence[int], transform: str = "dct"
+    coefficients: torch.Tensor,
+    tile: Sequence[int],
+    shape: Sequence[int],
+    transform: str = "dct",
+    exact: bool = False,
 ) -> torch.Tensor:
-    """Inverse of `encode`: (num_tiles, totalk) coefficients -> a tensor of `shape`."""
+    """Inverse of `encode`: (num_tiles, totalk) coefficients -> a tensor of `shape` (`exact`: with the
+    integer basis, see the module doc)."""
     _check_tiling(shape, tile)
     totalk = math.prod(tile)
     if (
@@ -71,7 +121,7 @@ def decode(
         raise ValueError(
             f"coefficients {tuple(coefficients.shape)} do not fit shape {tuple(shape)} in tiles {tuple(tile)}"
         )
-    bases = [dct_basis(n, coefficients.device, coefficients.dtype, transform) for n in tile]
+    bases = _bases(tile, coefficients.device, coefficients.dtype, transform, exact)
     if len(tile) == 1:
         return (coefficients @ bases[0]).reshape(shape)
     (n1, n2), (c1, c2) = tile, bases
@@ -93,6 +143,7 @@ def decode_sparse(
     tile: Sequence[int],
     shape: Sequence[int],
     transform: str = "dct",
+    exact: bool = False,
 ) -> torch.Tensor:
     """`decode` of coefficients that are zero except k per tile, in k/(n1+n2) of its work.
 
@@ -104,7 +155,7 @@ def decode_sparse(
         raise ValueError(
             f"indices {tuple(indices.shape)} and values {tuple(values.shape)} must be equal 2-D"
         )
-    bases = [dct_basis(n, values.device, values.dtype, transform) for n in tile]
+    bases = _bases(tile, values.device, values.dtype, transform, exact)
     if len(tile) == 1:
         return torch.bmm(values.unsqueeze(1), bases[0][indices]).reshape(shape)
     (n1, n2), (c1, c2) = tile, bases

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -82,6 +82,65 @@ class Bucket:
     def kept(self) -> int:
         """Coefficients this bucket sends per step."""
         return self.num_tiles * self.topk
+
+    # -- bands: the bucket as rows, cut where no tile is cut -----------------------------------
+    # A bucket is processed as a (rows, row_width) matrix: its members stacked, each member's leading
+    # dims folded into rows. Tiles never straddle a band of `tile[0]` rows (1-D tiles: one row of
+    # `tile[0]` values), and they are numbered band after band, so any run of whole bands is a run of
+    # consecutive tiles: the unit in which generate and apply work with bounded temporaries.
+
+    @property
+    def row_width(self) -> int:
+        return self.shape[-1] if len(self.tile) == 2 else self.tile[0]
+
+    @property
+    def member_rows(self) -> int:
+        return math.prod(self.shape) // self.row_width
+
+    @property
+    def band_rows(self) -> int:
+        return self.tile[0] if len(self.tile) == 2 else 1
+
+    @property
+    def tiles_per_band(self) -> int:
+        return self.row_width // self.tile[-1]
+
+    def bands(self, max_elements: int) -> tuple[BandSlice, ...]:
+        """The bucket cut into consecutive runs of whole bands of at most `max_elements` values each
+        (at least one band per run)."""
+        band = self.band_rows * self.row_width
+        per_run = max(1, max_elements // band) * self.band_rows
+        rows = len(self.members) * self.member_rows
+        return tuple(
+            BandSlice(self, start, min(start + per_run, rows)) for start in range(0, rows, per_run)
+        )
+
+
+@dataclass(frozen=True)
+class BandSlice:
+    """Rows [start, end) of a bucket's (rows, row_width) matrix, a whole number of bands."""
+
+    bucket: Bucket
+    start: int
+    end: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.end - self.start, self.bucket.row_width)
+
+    @property
+    def tiles(self) -> slice:
+        """The rows of the bucket's (num_tiles, k) tile matrices that lie in this slice."""
+        b = self.bucket
+        return slice(self.start // b.band_rows * b.tiles_per_band, self.end // b.band_rows * b.tiles_per_band)
+
+    def parts(self) -> Iterator[tuple[int, int, int, int]]:
+        """(member index within the bucket, first row in the member, last row + 1, first row in the
+        slice) for every member the slice touches, in order."""
+        rows = self.bucket.member_rows
+        for j in range(self.start // rows, (self.end - 1) // rows + 1):
+            lo, hi = max(self.start, j * rows), min(self.end, (j + 1) * rows)
+            yield j, lo - j * rows, hi - j * rows, lo - self.start
 
 
 @dataclass(frozen=True)

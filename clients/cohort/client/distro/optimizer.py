@@ -13,31 +13,56 @@ the start of step t + 2, so the forward of step t misses this replica's step t -
 our own previous transmission, decoupled weight decay, momentum decay, add lr * grad, DCT,
 top-k. Differences, all for numerical sturdiness:
   * the momentum is fp32 whatever the parameter dtype, zero-initialised, with lr folded in;
-  * the lookahead is undone by restoring the saved weights, not by adding the step back, so
-    replicas cannot drift apart by rounding (w - a + a != w in floating point);
+  * the lookahead is undone bit-exactly, so replicas cannot drift apart by rounding: the step is
+    added back and the few weights where w - a + a != w in floating point (~2-5% at usual rates)
+    are put back from a sparse copy, instead of cloning every weight;
   * with 1-bit values the error feedback removes what peers received (see DistroConfig);
   * `apply` aggregates with a bounded mean over all results, not Psyche's scatter-mean over
-    the results that picked a coefficient, so one result moves the aggregate by at most 1/N
+    the results that picked a coefficient, so one result moves the aggregate by at most 1/N,
+    and computes the direction exactly, so every replica on any hardware gets the same bits
     (see aggregate.py).
+
+Memory: besides the weights, gradients and the fp32 momentum, every phase works on bounded slices
+(`SLICE_ELEMENTS` values of a bucket at a time, `Bucket.bands`), so temporaries do not grow with the
+model: no stacked copies of a bucket's parameters, no whole-model clone or direction.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 
-from .aggregate import aggregate_signs
+from .aggregate import band_directions
 from .compress import SparseTiles, compress, densify, one_bit_reconstruction
 from .config import DistroConfig
 from .dct import decode, decode_sparse, encode, sparse_pays
-from .layout import Bucket, Layout, plan_layout
+from .layout import BandSlice, Bucket, Layout, plan_layout
 from .result import BatchId, DistroResult, ReceivedResult
 from .schedule import Schedule
 from .wire import WireCodec, as_received
 
 log = logging.getLogger(__name__)
+
+# values of a bucket handled at once (generate, apply, lookahead): temporaries stay at a few times
+# this many floats (~100-400 MB) whatever the model's size; a slice is whole tiles, so the results
+# do not depend on it (apply is exact; generate's tiles are each transformed alone)
+SLICE_ELEMENTS = 1 << 23
+
+
+def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
+    return t.view(-1, width)
+
+
+@dataclass
+class _Lookahead:
+    """How to undo a lookahead exactly: its rate, and per parameter the flat positions where adding the
+    step back does not give the weight back, with the weights there."""
+
+    eta: float
+    fixes: list[tuple[torch.Tensor, torch.Tensor]]
 
 
 class DistroOptimizer:
@@ -66,8 +91,8 @@ class DistroOptimizer:
         ]
         # our previous transmission per bucket, as it is removed from the momentum (error feedback)
         self._sent: list[SparseTiles] | None = None
-        # weights saved by `lookahead`, restored by `generate`
-        self._saved: list[torch.Tensor] | None = None
+        # what `generate` needs to undo `lookahead` bit-exactly
+        self._saved: _Lookahead | None = None
 
     def _members(self, bucket: Bucket) -> list[torch.nn.Parameter]:
         return [self.params[i] for i in bucket.members]
@@ -82,9 +107,33 @@ class DistroOptimizer:
         if self._sent is None:
             return  # nothing generated yet: the momentum is zero
         eta = self.lr(max(step - 1, 0))
-        self._saved = [p.detach().clone() for p in self.params]
+        fixes: list[tuple[torch.Tensor, torch.Tensor]] = [(_NO_FIX, _NO_FIX)] * len(self.params)
         for b, m in zip(self.layout.buckets, self.momentum, strict=True):
-            self._step_along(b, m.sign(), eta)
+            for j, p in enumerate(self._members(b)):
+                flat, sign = p.view(-1), m[j].view(-1)
+                where, was = [], []
+                for lo in range(0, flat.numel(), SLICE_ELEMENTS):
+                    w, s = flat[lo : lo + SLICE_ELEMENTS], sign[lo : lo + SLICE_ELEMENTS].sign()
+                    moved = w.sub(s.to(w.dtype), alpha=eta)
+                    back = moved.add(s.to(w.dtype), alpha=eta)  # what the undo will compute
+                    wrong = (_bits(back) != _bits(w)).nonzero().squeeze(1)
+                    where.append(wrong + lo)
+                    was.append(w[wrong].clone())
+                    w.copy_(moved)
+                fixes[b.members[j]] = (torch.cat(where), torch.cat(was))
+        self._saved = _Lookahead(eta, fixes)
+
+    def _undo_lookahead(self) -> None:
+        saved, self._saved = self._saved, None
+        assert saved is not None
+        for b, m in zip(self.layout.buckets, self.momentum, strict=True):
+            for j, p in enumerate(self._members(b)):
+                flat, sign = p.view(-1), m[j].view(-1)
+                for lo in range(0, flat.numel(), SLICE_ELEMENTS):
+                    w, s = flat[lo : lo + SLICE_ELEMENTS], sign[lo : lo + SLICE_ELEMENTS].sign()
+                    w.add_(s.to(w.dtype), alpha=saved.eta)
+                where, was = saved.fixes[b.members[j]]
+                flat[where] = was
 
     @torch.no_grad()
     def generate(self, step: int, batch: BatchId) -> DistroResult:
@@ -93,26 +142,31 @@ class DistroOptimizer:
         if self.config.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
         if self._saved is not None:
-            for p, saved in zip(self.params, self._saved, strict=True):
-                p.copy_(saved)
-            self._saved = None
+            self._undo_lookahead()  # before anything changes the momentum whose signs it took
         transform = self.layout.transform
         decay = self.config.compression_decay
         wd = self.config.weight_decay
         kept, sent = [], []
         for i, (b, m) in enumerate(zip(self.layout.buckets, self.momentum, strict=True)):
             members = self._members(b)
-            if self._sent is not None:
-                m.sub_(self._reconstruct(self._sent[i], b))
             if wd:
                 for p in members:
                     p.mul_(1.0 - eta * wd)
-            if decay != 1.0:
-                m.mul_(decay)
-            for j, p in enumerate(members):
-                if p.grad is not None:
-                    m[j].add_(p.grad.view(m.shape[1:]), alpha=eta)
-            tiles = compress(encode(m, b.tile, transform), b.topk)
+            parts = []
+            for band in b.bands(SLICE_ELEMENTS):
+                rows = _rows(m, b.row_width)[band.start : band.end]
+                if self._sent is not None:
+                    rows.sub_(self._reconstruct(self._sent[i], band))
+                if decay != 1.0:
+                    rows.mul_(decay)
+                for j, lo, hi, at in band.parts():
+                    grad = members[j].grad
+                    if grad is not None:
+                        rows[at : at + hi - lo].add_(_rows(grad, b.row_width)[lo:hi], alpha=eta)
+                parts.append(compress(encode(rows, b.tile, transform), b.topk))
+            tiles = SparseTiles(
+                torch.cat([t.indices for t in parts]), torch.cat([t.values for t in parts])
+            )
             kept.append(tiles)
             sent.append(self._as_removed(tiles))
         self._sent = sent
@@ -127,21 +181,25 @@ class DistroOptimizer:
             log.warning("step %d: no results to apply, weights unchanged", step)
             return
         eta = self.lr(step)
-        directions = aggregate_signs(self.layout, received, self.params[0].device)
-        for b, direction in zip(self.layout.buckets, directions, strict=True):
-            self._step_along(b, direction, eta)
+        device = self.params[0].device
+        for band, direction in band_directions(self.layout, received, SLICE_ELEMENTS, device):
+            self._step_along(band, direction, eta)
 
-    def _reconstruct(self, tiles: SparseTiles, bucket: Bucket) -> torch.Tensor:
-        """IDCT of one result's sparse tiles, stacked like the bucket."""
-        plan = (bucket.tile, bucket.stacked_shape, self.layout.transform)
-        if sparse_pays(bucket.topk, bucket.tile):
-            return decode_sparse(tiles.indices, tiles.values, *plan)
-        return decode(densify(tiles, bucket.totalk), *plan)
+    def _reconstruct(self, tiles: SparseTiles, band: BandSlice) -> torch.Tensor:
+        """IDCT of one result's sparse tiles over a band slice of its bucket, as (rows, row_width)."""
+        b, rows = band.bucket, band.tiles
+        indices, values = tiles.indices[rows], tiles.values[rows]
+        if sparse_pays(b.topk, b.tile):
+            return decode_sparse(indices, values, b.tile, band.shape, self.layout.transform)
+        return decode(densify(SparseTiles(indices, values), b.totalk), b.tile, band.shape, self.layout.transform)
 
-    def _step_along(self, bucket: Bucket, direction: torch.Tensor, eta: float) -> None:
-        """w -= eta * direction for every parameter of the bucket (direction is stacked)."""
-        for p, d in zip(self._members(bucket), direction, strict=True):
-            p.sub_(d.view_as(p).to(p.dtype), alpha=eta)
+    def _step_along(self, band: BandSlice, direction: torch.Tensor, eta: float) -> None:
+        """w -= eta * direction for the rows of the bucket's parameters in `band` (direction: its rows).
+        The direction is in {-1, 0, 1}, so eta * direction is exact and each weight is rounded once."""
+        members = self._members(band.bucket)
+        for j, lo, hi, at in band.parts():
+            rows = _rows(members[j].data, band.bucket.row_width)[lo:hi]
+            rows.sub_(direction[at : at + hi - lo].to(rows.dtype), alpha=eta)
 
     # -- state ----------------------------------------------------------------------------
 
@@ -172,9 +230,7 @@ class DistroOptimizer:
         """A step stopped between lookahead and generate (its training was aborted): restore the weights
         the lookahead moved, so the model is exactly the applied one again; momentum is untouched."""
         if self._saved is not None:
-            for p, saved in zip(self.params, self._saved, strict=True):
-                p.copy_(saved)
-            self._saved = None
+            self._undo_lookahead()
         for p in self.params:
             p.grad = None
 
@@ -201,3 +257,11 @@ class DistroOptimizer:
                 return one_bit_reconstruction(tiles)
             return tiles
         return as_received(tiles, self.codec.kind)
+
+
+_NO_FIX = torch.zeros(0, dtype=torch.int64)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bits of a float tensor (so -0.0 and 0.0 differ, as they do in a digest)."""
+    return t.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[t.element_size()])
