@@ -14,6 +14,7 @@ from cohort.client.distro import DistroResult
 from cohort.client.distro.compress import SparseTiles
 from cohort.client.runtime.local_run import write_config
 from cohort.client.runtime.trainer import LocalReplica
+from cohort.client.verify.state import capture, state_commitment_of
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file
@@ -40,7 +41,7 @@ def replicas(tmp_path_factory) -> tuple[LocalReplica, LocalReplica, list]:
                 replica.apply(step - 2, [outputs[step - 3][0], mine[step - 3]])
         out = trainer.train(step, 4 * step, 4 * step + 4)
         own = verifier.train(step, 100 + 4 * step, 104 + 4 * step)
-        outputs.append((out.payload, out.state))
+        outputs.append((out.payload, out.state.read()))  # served from disk: a verifier fetches its bytes
         mine.append(own.payload)
     return trainer, verifier, outputs
 
@@ -80,3 +81,18 @@ def test_without_verification_nothing_is_committed(tmp_path):
     trainer.start_epoch(1, cold=False)
     out = trainer.train(1, 0, 4)
     assert out.state is None and trainer.check(out.payload).state == bytes(32) and not trainer.can_verify(1)
+
+
+def test_a_check_borrows_the_verifiers_replica_and_gives_it_back_unchanged(replicas):
+    """No second model: the replay runs on the verifier's own model and optimizer, whose weights and state
+    wait on disk meanwhile and come back bit for bit."""
+    _, verifier, outputs = replicas
+    (previous, before), (published, after) = outputs[1], outputs[2]
+
+    def state() -> bytes:
+        return state_commitment_of(capture(verifier.optimizer, 0, copy=False), verifier.optimizer.layout)
+
+    digest, own = verifier.digest(), state()
+    assert verifier.verify_step(3, published, previous, before, after).passed
+    assert verifier.digest() == digest and state() == own
+    assert not any(p.grad is not None for p in verifier.model.parameters())

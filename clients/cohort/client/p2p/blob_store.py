@@ -1,15 +1,18 @@
-"""Content-addressed blobs held in memory, tagged with the round they belong to.
+"""Content-addressed blobs, tagged with the round they belong to: in memory, or in a file (a member's
+committed optimizer states, as large as its model: served by range from disk, never read whole).
 
 A blob's id is the sha256 of its bytes. Round results live for a few rounds and are then collected
-(`gc`). Anything that can answer `blob_size`/`read_blob` is a `BlobSource` the blob protocol can
+(`gc`; a file blob's file is removed with it). Anything that can answer `blob_size`/`read_blob` is a `BlobSource` the blob protocol can
 serve from (this store, a shared checkpoint directory).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 HASH_BYTES = 32
@@ -65,9 +68,21 @@ class CopyLimit:
 
 @dataclass
 class _Entry:
-    data: bytes
+    data: bytes | None  # None: the blob is the file at `path`
     round: int
     limit: CopyLimit | None = None  # our own blob: its copies are limited (None: anyone may fetch it here)
+    path: Path | None = None
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data is not None:
+            self.size = len(self.data)
+
+
+def _read_range(path: Path, offset: int, size: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
 
 
 class BlobStore:
@@ -101,6 +116,20 @@ class BlobStore:
         else:
             entry.round = max(entry.round, round)
 
+    def put_file(self, blob: bytes, path: Path, size: int, round: int) -> None:
+        """Serve the file at `path` (`size` bytes, whose sha256 the caller computed as it wrote it) as part
+        of `round`; the store owns the file from now on and removes it when the round is collected."""
+        check_hash(blob)
+        if not isinstance(round, int) or round < 0:
+            raise ValueError(f"round must be a non-negative int, got {round!r}")
+        entry = self._blobs.get(blob)
+        if entry is None:
+            self._blobs[blob] = _Entry(None, round, path=path, size=size)
+        else:
+            entry.round = max(entry.round, round)
+            if entry.path != path:
+                path.unlink(missing_ok=True)  # the same bytes are held already
+
     def take_upload(self, blob: bytes, count: bool = True) -> bool:
         """Whether one more copy of `blob` may be served now (it counts that copy unless `count` is false:
         the later parts of a copy fetched in parts). A counted copy is ended with `end_upload`."""
@@ -116,14 +145,22 @@ class BlobStore:
             entry.limit.end(complete)
 
     def get(self, blob: bytes) -> bytes | None:
+        """The blob's bytes (a file blob is read whole: for the rare caller that needs one in memory)."""
         entry = self._blobs.get(blob)
-        return None if entry is None else entry.data
+        if entry is None:
+            return None
+        if entry.data is None:
+            assert entry.path is not None
+            return entry.path.read_bytes()
+        return entry.data
 
     def gc(self, before_round: int) -> int:
         """Drop blobs of rounds older than `before_round`; returns how many were dropped."""
         old = [h for h, entry in self._blobs.items() if entry.round < before_round]
         for h in old:
-            del self._blobs[h]
+            entry = self._blobs.pop(h)
+            if entry.path is not None:  # a reader that has it open keeps reading (POSIX)
+                entry.path.unlink(missing_ok=True)
         return len(old)
 
     def __contains__(self, blob: object) -> bool:
@@ -134,12 +171,16 @@ class BlobStore:
 
     @property
     def total_bytes(self) -> int:
-        return sum(len(entry.data) for entry in self._blobs.values())
+        return sum(entry.size for entry in self._blobs.values())
 
     # BlobSource
     def blob_size(self, blob: bytes) -> int | None:
         entry = self._blobs.get(blob)
-        return None if entry is None else len(entry.data)
+        return None if entry is None else entry.size
 
     async def read_blob(self, blob: bytes, offset: int, size: int) -> bytes:
-        return self._blobs[blob].data[offset : offset + size]
+        entry = self._blobs[blob]
+        if entry.data is None:
+            assert entry.path is not None
+            return await asyncio.to_thread(_read_range, entry.path, offset, size)
+        return entry.data[offset : offset + size]

@@ -139,8 +139,11 @@ async def build_trainer(self: Client) -> Replica:
             trainer = await self.worker.run(lambda: SyntheticReplica(self.spec, seed=seed,
                                                                      seconds_per_sequence=o.synthetic_seconds))  # fmt: skip
         else:
+            scratch = self.shelf.root / "replica"  # what verification keeps on disk, beside our checkpoints
+            scratch.mkdir(parents=True, exist_ok=True)
             trainer = await self.worker.run(lambda: LocalReplica(self.spec, seed=seed, device=o.torch_device(),
-                                                                 micro_batch_size=o.micro_batch_size))  # fmt: skip
+                                                                 micro_batch_size=o.micro_batch_size,
+                                                                 scratch=scratch))  # fmt: skip
         if o.slowdown > 1:
             trainer = SlowedReplica(trainer, o.slowdown)
     except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included

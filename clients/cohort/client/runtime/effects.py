@@ -267,8 +267,8 @@ class Effects:
             return
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
-        if out.state is not None:  # the run verifies: our state after this step, served under its hash
-            c.node.store.put(out.state, action.step)
+        if out.state is not None:  # the run verifies: our state after this step, served from disk under its hash
+            c.node.store.put_file(out.state.commitment, out.state.path, out.state.size, action.step)
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]

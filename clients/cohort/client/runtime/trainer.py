@@ -9,6 +9,7 @@ stopped between micro-batches (a cooperative abort), which leaves the weights as
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -39,15 +40,9 @@ from ..model import (
     weights_checksum,
 )
 from ..training import train_step
-from ..verify import (
-    Replayer,
-    Verdict,
-    check_step,
-    snapshot_weights,
-    state_bytes,
-    state_commitment,
-)
-from ..verify.state import state_size
+from ..verify import Replayer, Verdict, check_step
+from ..verify.snapshots import WeightSnapshots
+from ..verify.state import CommittedState, read_state_into, state_size, write_state
 from .replica import Aborted, PayloadHeader, StepOutput
 
 
@@ -93,6 +88,9 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
 # round s + 2 (CHECK_SEED_LAG 3, seeds one round ahead), by when steps up to s + 1 + pipeline_depth (<= 4)
 # may be trained; one more for a check that waits a round in the worker's queue
 KEPT_SNAPSHOTS = 7
+# our own committed states stay on disk for the blob store to serve and collect (it keeps fewer); past this
+# many steps the replica removes any it still finds
+KEPT_STATES = 16
 
 
 @dataclass
@@ -118,7 +116,9 @@ class LocalReplica:
     in this process on one device."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
-                 micro_batch_size: int | None = None) -> None:  # fmt: skip
+                 micro_batch_size: int | None = None, scratch: Path | None = None) -> None:  # fmt: skip
+        """`scratch`: a directory of this replica's own for what verification keeps on disk (weight
+        snapshots, committed states, the stash of a check); default: a temporary one, removed with it."""
         self.spec = spec
         self.device = torch.device(device)
         self.micro_batch_size = micro_batch_size
@@ -131,10 +131,14 @@ class LocalReplica:
         self.optimizer = DistroOptimizer(self.model.named_parameters(), distro_config(spec.distro), self.cold_start)
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
-        # verification (the run checks a share of results): commit our state each step, keep snapshots
+        # verification (the run checks a share of results): commit our state each step, keep snapshots, on
+        # disk: a member's memory stays the training's own whether or not the run verifies
         self.commit_state = False
-        self.snapshots: dict[int, dict[str, torch.Tensor]] = {}  # step -> weights at its start
-        self._replayer: Replayer | None = None
+        self._scratch_dir = tempfile.TemporaryDirectory(prefix="cohort-replica-") if scratch is None else None
+        self.scratch = Path(self._scratch_dir.name) if self._scratch_dir is not None else scratch
+        self.snapshots = WeightSnapshots(self.scratch / "snapshots", KEPT_SNAPSHOTS)  # weights at a step's start
+        self._stash = WeightSnapshots(self.scratch / "stash", 1)  # our own weights while a check borrows them
+        self._states: dict[int, list[Path]] = {}  # step -> our committed state files
 
     @property
     def codec(self):
@@ -160,9 +164,7 @@ class LocalReplica:
         batch = BatchId(start, end)
         sequences = self.data.sequences(batch).to(self.device)
         if self.commit_state:  # every replica's weights at this step's start: what a check of it replays from
-            self.snapshots[step] = snapshot_weights(self.model)
-            for old in sorted(self.snapshots)[:-KEPT_SNAPSHOTS]:
-                del self.snapshots[old]
+            self.snapshots.take(step, self.model)
 
         def before_chunk() -> None:
             if abort is not None and abort.is_set():
@@ -174,11 +176,25 @@ class LocalReplica:
         except BaseException:
             self.optimizer.abandon_step()
             raise
-        state = state_bytes(self.optimizer, step) if self.commit_state else None
+        state = self._commit(step) if self.commit_state else None
         if state is not None:
-            result = replace(result, state=state_commitment(state))
+            result = replace(result, state=state.commitment)
         payload = self.codec.encode(result)
         return StepOutput(payload, loss, sequences.numel(), time.perf_counter() - started, state)
+
+    def _commit(self, step: int) -> CommittedState:
+        """Our optimizer state after `step`, written to disk under a name of its own (a step trained again
+        never overwrites a file a server may be reading)."""
+        folder = self.scratch / "states"
+        folder.mkdir(exist_ok=True)
+        written = write_state(self.optimizer, step, folder / f"state-{step}.partial")
+        path = folder / f"state-{step}-{written.commitment.hex()[:16]}.bin"
+        written.path.replace(path)
+        self._states.setdefault(step, []).append(path)
+        for old in [s for s in self._states if s <= step - KEPT_STATES]:
+            for stale in self._states.pop(old):
+                stale.unlink(missing_ok=True)
+        return replace(written, path=path)
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         """Sign-SGD along the aggregate of the round's accepted results (every replica: the same bits)."""
@@ -205,18 +221,24 @@ class LocalReplica:
         hashes to the state in its `previous` result, of step - 1; `state_after` to the one in
         `published`) and the weights every replica held at the step's start. None: we do not hold those
         weights (we did not train that step ourselves), so we cannot check it."""
-        weights = self.snapshots.get(step)
-        if weights is None:
+        if step not in self.snapshots:
             return None
-        if self._replayer is None:  # a scratch replica, built at the first check
-            scratch = build_model(self.model_config, seed=0, device=self.device)
-            self._replayer = Replayer(scratch, distro_config(self.spec.distro), self.cold_start, self.micro_batch_size)
         header, before = self.check(published), self.check(previous)
         batch = BatchId(*header.batch)
-        return check_step(self._replayer, step=step, batch=batch, sequences=self.data.sequences(batch),
-                          weights=weights, published=published, state_before=state_before,
-                          state_before_commitment=before.state, state_after=state_after,
-                          state_after_commitment=header.state)  # fmt: skip
+        sequences = self.data.sequences(batch)
+        # the check borrows our model and optimizer (no second replica): ours wait on disk meanwhile
+        self._stash.take(0, self.model)
+        own = write_state(self.optimizer, 0, self._stash.root / "own-state.bin")
+        try:
+            replayer = Replayer.borrowing(self.model, self.optimizer, self.micro_batch_size)
+            return check_step(replayer, step=step, batch=batch, sequences=sequences,
+                              weights=lambda model: self.snapshots.load_into(step, model), published=published,
+                              state_before=state_before, state_before_commitment=before.state,
+                              state_after=state_after, state_after_commitment=header.state)  # fmt: skip
+        finally:
+            self.optimizer.abandon_step()  # a replay stopped midway leaves no lookahead or gradients behind
+            self._stash.load_into(0, self.model)
+            read_state_into(self.optimizer, own.path)
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         """Held-out loss on the first `max_sequences` of the validation split (the same ones everywhere)."""

@@ -9,7 +9,7 @@ import torch
 from ..distro import BatchId, WireError
 from .compare import Thresholds, Verdict, compare_payloads, compare_states, judge
 from .recompute import Replayer, StepInputs
-from .state import BEFORE_ANY_STEP, StateError, encode_state, load_committed
+from .state import BEFORE_ANY_STEP, StateError, load_committed, state_commitment_of
 
 
 def check_step(
@@ -57,7 +57,8 @@ def check_step(
     verdict = judge(payload, state, replayer.codec.kind == "1bit", thresholds)
     # bit-exact replays (expected on the trainer's own kind of machine and thread count)
     verdict.metrics["exact"] = float(
-        replay.payload == published and encode_state(replay.state_after, layout) == state_after
+        replay.payload == published
+        and state_commitment_of(replay.state_after, layout) == state_after_commitment
     )
     verdict.metrics["replay_seconds"] = replay.seconds
     return verdict

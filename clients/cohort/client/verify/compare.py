@@ -17,6 +17,7 @@ import torch
 from ..distro import BatchId, DistroConfig, Layout, SparseTiles, WireCodec
 from ..distro.compress import densify
 from ..distro.dct import decode, decode_sparse, sparse_pays
+from ..distro.layout import BandSlice
 from .state import OptimizerState
 
 # Measured by benchmarks/integrity/verifier_study.py (tiny Llama, 4 replicas, 1-bit and bf16
@@ -33,6 +34,8 @@ MIN_SIGN_AGREEMENT = 0.98  # on the shared picks, the fraction of equal signs
 MAX_VALUE_ERROR = 0.35  # fp payloads: relative L2 distance of the kept values (dense)
 MAX_MOMENTUM_ERROR = 0.06  # supplied vs replayed momentum, relative to what the step added
 MAX_SENT_ERROR = 0.35  # supplied vs replayed last transmission (error feedback), relative L2
+
+COMPARE_VALUES = 1 << 22  # momentum values compared at once (bounded temporaries)
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,19 @@ def tiles_agreement(
     """(index agreement, sign agreement on shared picks, relative L2 of the dense values)."""
     kept = shared = same_sign = 0
     diff_sq = ref_sq = 0.0
-    for b, p, r in zip(codec.layout.buckets, published, replayed, strict=True):
-        mp, mr = _picks(p, b.totalk), _picks(r, b.totalk)
-        both = mp & mr
-        dp, dr = densify(p, b.totalk), densify(r, b.totalk)
+    for b, whole_p, whole_r in zip(codec.layout.buckets, published, replayed, strict=True):
         kept += b.kept
-        shared += int(both.sum())
-        same_sign += int((dp.sign() == dr.sign())[both].sum())
-        diff_sq += _sq(dp - dr)
-        ref_sq += _sq(r.values)
+        ref_sq += _sq(whole_r.values)
+        rows = max(1, COMPARE_VALUES // b.totalk)  # tiles densified at once (bounded temporaries)
+        for lo in range(0, b.num_tiles, rows):
+            part = slice(lo, lo + rows)
+            p = SparseTiles(whole_p.indices[part], whole_p.values[part])
+            r = SparseTiles(whole_r.indices[part], whole_r.values[part])
+            both = _picks(p, b.totalk) & _picks(r, b.totalk)
+            dp, dr = densify(p, b.totalk), densify(r, b.totalk)
+            shared += int(both.sum())
+            same_sign += int((dp.sign() == dr.sign())[both].sum())
+            diff_sq += _sq(dp - dr)
     sign = same_sign / shared if shared else 0.0
     return shared / kept, sign, _relative(diff_sq, ref_sq)
 
@@ -109,23 +116,34 @@ def _sq(x: torch.Tensor) -> float:
     return float(x.pow(2).sum(dtype=torch.float64))
 
 
+def _carried_rows(
+    before: OptimizerState, index: int, band: BandSlice, layout: Layout, config: DistroConfig
+) -> torch.Tensor:
+    """Rows `band` of what `generate` makes of the earlier momentum before adding this step's gradient:
+    decay * (momentum - IDCT(last transmission))."""
+    b = band.bucket
+    m = before.momentum[index].reshape(-1, b.row_width)[band.start : band.end]
+    if before.sent is not None:
+        t = before.sent[index]
+        indices, values = t.indices[band.tiles], t.values[band.tiles]
+        plan = (b.tile, band.shape, layout.transform)
+        if sparse_pays(b.topk, b.tile):
+            m = m - decode_sparse(indices, values, *plan)
+        else:
+            m = m - decode(densify(SparseTiles(indices, values), b.totalk), *plan)
+    return m * config.compression_decay
+
+
 def carried_momentum(
     before: OptimizerState, layout: Layout, config: DistroConfig
 ) -> list[torch.Tensor]:
     """What `generate` makes of the earlier momentum before adding this step's gradient:
     decay * (momentum - IDCT(last transmission)) (to measure what the step added)."""
-    carried = []
-    for i, b in enumerate(layout.buckets):
-        m = before.momentum[i]
-        if before.sent is not None:
-            t = before.sent[i]
-            plan = (b.tile, b.stacked_shape, layout.transform)
-            if sparse_pays(b.topk, b.tile):
-                m = m - decode_sparse(t.indices, t.values, *plan)
-            else:
-                m = m - decode(densify(t, b.totalk), *plan)
-        carried.append(m * config.compression_decay)
-    return carried
+    return [
+        torch.cat([_carried_rows(before, i, band, layout, config) for band in b.bands(COMPARE_VALUES)])
+        .view(b.stacked_shape)
+        for i, b in enumerate(layout.buckets)
+    ]
 
 
 def compare_states(
@@ -137,21 +155,29 @@ def compare_states(
 ) -> StateAgreement:
     """Distance of the supplied state after the step from the replayed one: the momentum relative
     to what the step itself added to it (lr * gradient, so the measure does not shrink as the
-    momentum grows over a run), the last transmission relative to its own size."""
+    momentum grows over a run), the last transmission relative to its own size. Band by band, so
+    its temporaries stay bounded whatever the model's size."""
     diff_sq = ref_sq = 0.0
-    carried = carried_momentum(before, layout, config)
-    for s, r, c in zip(supplied.momentum, replayed.momentum, carried, strict=True):
-        diff_sq += _sq(s - r)  # exact for nearby values (Sterbenz)
-        ref_sq += _sq(r - c)
+    for i, b in enumerate(layout.buckets):
+        for band in b.bands(COMPARE_VALUES):
+            rows = slice(band.start, band.end)
+            s = supplied.momentum[i].reshape(-1, b.row_width)[rows]
+            r = replayed.momentum[i].reshape(-1, b.row_width)[rows].to(s.device)
+            diff_sq += _sq(s - r)  # exact for nearby values (Sterbenz)
+            ref_sq += _sq(r - _carried_rows(before, i, band, layout, config))
     momentum = _relative(diff_sq, ref_sq)
     if supplied.sent is None or replayed.sent is None:
         sent = 0.0 if supplied.sent is replayed.sent else math.inf
     else:
         diff_sq = ref_sq = 0.0
         for b, s, r in zip(layout.buckets, supplied.sent, replayed.sent, strict=True):
-            dr = densify(r, b.totalk)
-            diff_sq += _sq(densify(s, b.totalk) - dr)
-            ref_sq += _sq(r.values)
+            rows = max(1, COMPARE_VALUES // b.totalk)
+            for lo in range(0, b.num_tiles, rows):
+                part = slice(lo, lo + rows)
+                ps = SparseTiles(s.indices[part], s.values[part])
+                pr = SparseTiles(r.indices[part].cpu(), r.values[part].cpu())
+                diff_sq += _sq(densify(ps, b.totalk) - densify(pr, b.totalk))
+                ref_sq += _sq(pr.values)
         sent = _relative(diff_sq, ref_sq)
     return StateAgreement(momentum, sent)
 

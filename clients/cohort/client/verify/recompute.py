@@ -7,12 +7,16 @@ run's DisTrO config and LR schedule. The replay runs the very code a trainer run
 (`training.train_step`: lookahead, forward/backward in micro-batches, generate, encode), so on
 the same machine and thread count an honest step reproduces bit for bit; elsewhere it differs
 only by the rounding of one step's gradient.
+
+A member replays on its own model and optimizer between its jobs (`Replayer.borrowing`, with the weights
+read from its snapshot on disk), so a check needs no second replica; a `Replayer` of its own (a scratch
+model) serves studies and tests.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -35,7 +39,8 @@ class StepInputs:
 
     step: int
     batch: BatchId
-    weights: Mapping[str, torch.Tensor]  # every replica's parameters at the start of `step`
+    # every replica's parameters at the start of `step`: by name, or a loader that puts them into a model
+    weights: Mapping[str, torch.Tensor] | Callable[[torch.nn.Module], None]
     state_before: OptimizerState  # X's state after step - 1
 
 
@@ -43,7 +48,7 @@ class StepInputs:
 class Replay:
     result: DistroResult
     payload: bytes
-    state_after: OptimizerState
+    state_after: OptimizerState  # shares the replayer's optimizer tensors: read before its next replay
     loss: float
     seconds: float
 
@@ -67,6 +72,21 @@ class Replayer:
         self.micro_batch_size = micro_batch_size
         self.loss_fn = loss_fn
 
+    @classmethod
+    def borrowing(
+        cls,
+        model: torch.nn.Module,
+        optimizer: DistroOptimizer,
+        micro_batch_size: int | None = None,
+        loss_fn: LossFn = lm_loss,
+    ) -> Replayer:
+        """A replayer over a member's own model and optimizer: the caller saves and restores their
+        weights and state around the replay (see runtime/trainer.py)."""
+        replayer = cls.__new__(cls)
+        replayer.model, replayer.optimizer = model, optimizer
+        replayer.micro_batch_size, replayer.loss_fn = micro_batch_size, loss_fn
+        return replayer
+
     @property
     def codec(self) -> WireCodec:
         return self.optimizer.codec
@@ -74,12 +94,15 @@ class Replayer:
     def replay(self, inputs: StepInputs, sequences: torch.Tensor) -> Replay:
         """Recompute trainer X's step from `inputs` on `sequences` (X's assigned batch)."""
         started = time.perf_counter()
-        params = dict(self.model.named_parameters())
-        if set(params) != set(inputs.weights):
-            raise ValueError("the weights do not name this model's parameters")
-        with torch.no_grad():
-            for name, p in params.items():
-                p.copy_(inputs.weights[name])
+        if callable(inputs.weights):
+            inputs.weights(self.model)
+        else:
+            params = dict(self.model.named_parameters())
+            if set(params) != set(inputs.weights):
+                raise ValueError("the weights do not name this model's parameters")
+            with torch.no_grad():
+                for name, p in params.items():
+                    p.copy_(inputs.weights[name])
         self.model.zero_grad(set_to_none=True)
         restore(self.optimizer, inputs.state_before)
         device = next(self.model.parameters()).device
@@ -93,5 +116,5 @@ class Replayer:
             self.loss_fn,
         )
         payload = self.codec.encode(result)
-        state_after = capture(self.optimizer, inputs.step)
+        state_after = capture(self.optimizer, inputs.step, copy=False)
         return Replay(result, payload, state_after, loss, time.perf_counter() - started)

@@ -18,13 +18,21 @@ Layout (little-endian), version 1:
     sent       if has_sent, per bucket: num_tiles * k u32 indices, then num_tiles * k fp32 values
 
 Every size follows from the plan, so `decode_state` is strict, and equal states give equal bytes.
+
+A trainer writes its state straight to a file (`write_state`: bucket by bucket, hashed as it goes, never
+whole in memory), and a replica stashes and restores its own the same way (`read_state_into`); decoding
+supplied bytes shares their buffer instead of copying it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+import sys
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -55,10 +63,30 @@ class OptimizerState:
     sent: tuple[SparseTiles, ...] | None
 
 
-def capture(optimizer: DistroOptimizer, step: int) -> OptimizerState:
-    """The state of `optimizer` after `step` (call between `generate` and the next `lookahead`)."""
+@dataclass(frozen=True)
+class CommittedState:
+    """A state a trainer committed to, on disk: served to verifiers by range, never held whole in memory."""
+
+    path: Path
+    size: int
+    commitment: bytes  # sha256 of the file's bytes (the hash its result carries)
+
+    def read(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def capture(optimizer: DistroOptimizer, step: int, copy: bool = True) -> OptimizerState:
+    """The state of `optimizer` after `step` (call between `generate` and the next `lookahead`). With
+    `copy=False` the state shares the optimizer's own tensors: valid until the optimizer next changes."""
     state = optimizer.state_dict()
     sent = state["sent"]
+    if not copy:
+        return OptimizerState(
+            step=step,
+            layout=state["layout"],
+            momentum=tuple(state["momentum"]),
+            sent=None if sent is None else tuple(SparseTiles(i, v) for i, v in sent),
+        )
     return OptimizerState(
         step=step,
         layout=state["layout"],
@@ -77,22 +105,95 @@ def restore(optimizer: DistroOptimizer, state: OptimizerState) -> None:
     )
 
 
-def encode_state(state: OptimizerState, layout: Layout) -> bytes:
-    """The deterministic bytes of `state` (see the module doc)."""
+# momentum values converted at once while streaming a state (bounded temporaries)
+STREAM_VALUES = 1 << 22
+
+
+def _le(array: np.ndarray, dtype: str) -> memoryview:
+    """A little-endian view of `array` in `dtype` (a copy only where the host or dtype differ)."""
+    if array.dtype != np.dtype(dtype):
+        array = array.astype(dtype)
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def state_parts(state: OptimizerState, layout: Layout) -> Iterator[memoryview | bytes]:
+    """The bytes of `state` (see the module doc) in order, in pieces of bounded size."""
     if state.layout != layout.digest:
         raise StateError("state was taken for a different parameter layout")
-    parts = [HEADER.pack(MAGIC, VERSION, state.sent is not None, 0, state.step, state.layout)]
+    yield HEADER.pack(MAGIC, VERSION, state.sent is not None, 0, state.step, state.layout)
     for b, m in zip(layout.buckets, state.momentum, strict=True):
         if tuple(m.shape) != b.stacked_shape:
             raise StateError(f"momentum of shape {tuple(m.shape)}, expected {b.stacked_shape}")
-        parts.append(m.detach().cpu().float().contiguous().numpy().astype("<f4").tobytes())
+        flat = m.detach().reshape(-1)
+        for lo in range(0, flat.numel(), STREAM_VALUES):
+            yield _le(flat[lo : lo + STREAM_VALUES].cpu().float().numpy(), "<f4")
     if state.sent is not None:
         for b, t in zip(layout.buckets, state.sent, strict=True):
             if tuple(t.indices.shape) != (b.num_tiles, b.topk) or t.values.shape != t.indices.shape:
                 raise StateError("sent tiles do not fit the layout")
-            parts.append(t.indices.cpu().numpy().astype("<u4").tobytes())
-            parts.append(t.values.cpu().float().contiguous().numpy().astype("<f4").tobytes())
-    return b"".join(parts)
+            yield _le(t.indices.cpu().numpy(), "<u4")
+            yield _le(t.values.cpu().float().numpy(), "<f4")
+
+
+def encode_state(state: OptimizerState, layout: Layout) -> bytes:
+    """The deterministic bytes of `state` (see the module doc)."""
+    return b"".join(bytes(part) for part in state_parts(state, layout))
+
+
+def state_commitment_of(state: OptimizerState, layout: Layout) -> bytes:
+    """`state_commitment(encode_state(state))`, hashed piece by piece (no copy of the state)."""
+    digest = hashlib.sha256()
+    for part in state_parts(state, layout):
+        digest.update(part)
+    return digest.digest()
+
+
+def write_state(optimizer: DistroOptimizer, step: int, path: Path) -> CommittedState:
+    """Write the optimizer's state after `step` to `path`, hashing it as it goes (no copy of the state
+    in memory: the momentum is read where it lies)."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "wb") as f:
+        for part in state_parts(capture(optimizer, step, copy=False), optimizer.layout):
+            digest.update(part)
+            f.write(part)
+            size += len(part)
+    return CommittedState(path, size, digest.digest())
+
+
+def read_state_into(optimizer: DistroOptimizer, path: Path) -> None:
+    """Restore a state `write_state` wrote, reading the momentum straight into the optimizer's buffers."""
+    layout = optimizer.layout
+    with open(path, "rb") as f:
+        header = f.read(HEADER.size)
+        magic, version, has_sent, _, _, digest = HEADER.unpack(header)
+        if magic != MAGIC or version != VERSION or digest != layout.digest:
+            raise StateError(f"{path} is not a state of this optimizer's layout")
+        for m in optimizer.momentum:
+            flat = m.detach().view(-1)
+            for lo in range(0, flat.numel(), STREAM_VALUES):
+                chunk = flat[lo : lo + STREAM_VALUES]
+                if sys.byteorder == "little" and chunk.device.type == "cpu":
+                    if f.readinto(memoryview(chunk.numpy()).cast("B")) != 4 * chunk.numel():
+                        raise StateError(f"{path} is truncated")
+                else:
+                    raw = f.read(4 * chunk.numel())
+                    chunk.copy_(torch.from_numpy(np.frombuffer(raw, dtype="<f4").astype(np.float32)))
+        sent = None
+        if has_sent:
+            sent = []
+            for b in layout.buckets:
+                idx = np.frombuffer(f.read(4 * b.kept), dtype="<u4").astype(np.int64)
+                val = np.frombuffer(f.read(4 * b.kept), dtype="<f4").astype(np.float32)
+                device = optimizer.momentum[0].device
+                sent.append(
+                    (
+                        torch.from_numpy(idx).view(b.num_tiles, b.topk).to(device),
+                        torch.from_numpy(val).view(b.num_tiles, b.topk).to(device),
+                    )
+                )
+    optimizer.load_state_dict(
+        {"layout": layout.digest, "momentum": list(optimizer.momentum), "sent": sent}
+    )
 
 
 def state_size(layout: Layout, has_sent: bool) -> int:
@@ -102,7 +203,8 @@ def state_size(layout: Layout, has_sent: bool) -> int:
 
 
 def decode_state(data: bytes, layout: Layout) -> OptimizerState:
-    """Parse state bytes strictly against `layout`; `StateError` says what is wrong."""
+    """Parse state bytes strictly against `layout`; `StateError` says what is wrong. The momentum
+    tensors share `data`'s buffer (read-only: they are never written)."""
     data = bytes(data)
     if len(data) < HEADER.size:
         raise StateError(f"truncated state: {len(data)} bytes")
@@ -119,7 +221,11 @@ def decode_state(data: bytes, layout: Layout) -> OptimizerState:
     momentum = []
     for b in layout.buckets:
         raw = np.frombuffer(data, dtype="<f4", count=b.numel, offset=offset)
-        momentum.append(torch.from_numpy(raw.astype(np.float32)).view(b.stacked_shape))
+        if sys.byteorder != "little":
+            raw = raw.astype(np.float32)
+        with warnings.catch_warnings():  # read-only bytes: the tensor shares them and is only read
+            warnings.simplefilter("ignore", UserWarning)
+            momentum.append(torch.from_numpy(raw).view(b.stacked_shape))
         offset += 4 * b.numel
     sent = None
     if has_sent:
