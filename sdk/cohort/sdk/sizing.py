@@ -23,15 +23,16 @@ GIB = 1 << 30
 
 # Bytes a member holds per model parameter, all fp32: the one place to change when the client's memory
 # changes. "momentum" and "lookahead" are DisTrO's state; "distro_working" is its bounded working set
-# (capped at DISTRO_WORKING_CAP bytes); "verification" is what a member keeps for checks while the run
-# verifies results (verification_percent > 0).
+# (capped at DISTRO_WORKING_CAP bytes); "verification" is what a member holds in memory for checks while the
+# run verifies results (verification_percent > 0): its snapshots and committed states live on disk and a check
+# borrows its own model, so what remains is the two fetched states a running check holds (2 x 4 B/param).
 BYTES_PER_PARAM: Mapping[str, float] = MappingProxyType({
     "weights": 4.0,
     "gradients": 4.0,
     "momentum": 4.0,
     "lookahead": 0.5,
     "distro_working": 0.25,
-    "verification": 2.0,
+    "verification": 8.0,
 })  # fmt: skip
 DISTRO_WORKING_CAP = 256 << 20
 ACTIVATION_BYTES = 4  # fp32 activations
