@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 import torch
+from support.tiny_models import tiny_model
 
 from cohort.client.checkpoint import (
     CheckpointError,
@@ -18,6 +19,7 @@ from cohort.client.checkpoint import (
     HubUpload,
     fetch_checkpoint,
     load_checkpoint,
+    load_weights,
     save_checkpoint,
 )
 from cohort.client.checkpoint.hub import copy_verified
@@ -76,7 +78,7 @@ async def test_joiner_skips_a_corrupt_peer_and_loads_the_right_weights(nodes, tm
     assert await fetch_checkpoint(FromPeers(second, (joiner.address,)), info.manifest_hash, late)
 
 
-async def test_all_peers_corrupt_is_a_clear_error_and_nothing_is_kept(nodes, tmp_path, model):
+async def test_all_peers_corrupt_is_a_clear_error_and_only_good_parts_stay(nodes, tmp_path, model):
     info = save_checkpoint(model, tmp_path / "saved", run_id="r", step=5, epoch=1)
     manifest = Manifest.of_directory(info.path)
     liars = await nodes(3)
@@ -86,7 +88,13 @@ async def test_all_peers_corrupt_is_a_clear_error_and_nothing_is_kept(nodes, tmp
     dest = tmp_path / "joined"
     with pytest.raises(CheckpointUnavailable, match="from 2 peers"):
         await fetch_checkpoint(FromPeers(joiner, tuple(p.address for p in liars)), info.manifest_hash, dest)
-    assert not dest.exists() and not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())
+    assert not dest.exists()
+    # the parts that verified wait for a resume; the weights' part (no peer had it right) is not one
+    journal = (tmp_path / ".tmp-fetch-joined.parts").read_text().split()
+    refs = manifest.chunk_refs()
+    kept = {manifest.files[refs[int(k)].file_index].name for k in journal[1:]}
+    assert journal[0] == info.manifest_hash.hex() and "model.safetensors" not in kept
+    assert "config.json" in kept
     with pytest.raises(CheckpointUnavailable, match="no peer"):
         await fetch_checkpoint(FromPeers(joiner, ()), info.manifest_hash, dest)
 
@@ -97,6 +105,69 @@ async def test_all_peers_corrupt_is_a_clear_error_and_nothing_is_kept(nodes, tmp
         dest,
     )
     assert got == info.path
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())  # parts dropped
+
+
+def corrupt_file(directory, name):
+    path = directory / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+async def test_a_sharded_fetch_resumes_from_other_holders_and_spreads(nodes, tmp_path):
+    model = tiny_model()
+    info = save_checkpoint(
+        model, tmp_path / "saved", run_id="r", step=5, epoch=1, max_shard_bytes=200 << 10
+    )
+    manifest = Manifest.of_directory(info.path)
+    sizes = {f.name: f.size for f in manifest.files}
+    shards = sorted(n for n in sizes if n.endswith(".safetensors"))
+    assert len(shards) > 3
+    # a holder whose copy of one shard went bad: a first fetch from it alone fails on that shard
+    bad = shutil.copytree(info.path, tmp_path / "bad")
+    corrupt_file(bad, shards[1])
+    partial, good_a, good_b, joiner = await nodes(4)
+    await partial.share_directory(bad, manifest)
+    for good in (good_a, good_b):
+        await good.share_directory(info.path)
+    dest = tmp_path / "joined"
+    with pytest.raises(CheckpointUnavailable):
+        await fetch_checkpoint(FromPeers(joiner, (partial.address,)), info.manifest_hash, dest)
+    work = tmp_path / ".tmp-fetch-joined"
+    assert sorted(p.name for p in work.iterdir()) == sorted(n + ".partial" for n in sizes)
+    # a part the journal lists but whose bytes changed on disk since is fetched again, not trusted
+    corrupt_file(work, shards[0] + ".partial")
+
+    seen = []
+    got = await fetch_checkpoint(
+        FromPeers(joiner, (partial.address, good_a.address, good_b.address)),
+        info.manifest_hash,
+        dest,
+        progress=seen.append,
+    )
+    assert got == dest and not work.exists()
+    final = seen[-1]
+    refetched = sizes[shards[0]] + sizes[shards[1]]
+    assert final.bytes_done == final.bytes_total == manifest.total_bytes
+    assert final.bytes_resumed == manifest.total_bytes - refetched
+    assert sum(final.bytes_by_peer.values()) == refetched
+    other = tiny_model(seed=4)
+    load_weights(other, dest, info.manifest_hash)
+    assert parameter_digest(other) == parameter_digest(model)
+
+    # a fresh joiner takes parts from both good holders
+    (fresh,) = await nodes(1)
+    for node in (fresh, good_a, good_b):
+        node.set_clients([fresh.address, good_a.address, good_b.address])
+    seen.clear()
+    providers = (good_a.address, good_b.address)
+    fresh_dest = tmp_path / "fresh"
+    await fetch_checkpoint(
+        FromPeers(fresh, providers), info.manifest_hash, fresh_dest, progress=seen.append
+    )
+    assert set(seen[-1].bytes_by_peer) == {good_a.address.node_id, good_b.address.node_id}
+    assert seen[-1].bytes_resumed == 0 and "100%" in seen[-1].line()
 
 
 async def test_hub_local_directory_is_verified(tmp_path, model):

@@ -1,10 +1,13 @@
 """Checkpoints: Hugging Face–format directories identified by one manifest hash.
 
-Save (atomic, in the background), load (verified first), fetch for joiners (seed, peers, hub),
-and repair a replica whose weights drifted from the checkpoint. No chain code here.
+Save (atomic, in the background, sharded like Hugging Face, streamed a tensor at a time), load
+(verified first, streamed into the model), fetch for joiners (seed, peers in hashed parts from
+several holders with resume, hub), and repair a replica whose weights drifted from the checkpoint.
+No chain code here.
 """
 
 from .drift import DriftCheck, repair_drift
+from .fetch import FetchProgress, fetch_parts, log_progress
 from .hub import HubUpload, fetch_from_hub
 from .layout import CheckpointError, CheckpointInfo, CheckpointMeta, manifest_hash, verify
 from .load import LoadedCheckpoint, load_checkpoint, load_weights, read_tensors
@@ -28,6 +31,7 @@ __all__ = [
     "CheckpointUnavailable",
     "CheckpointWriter",
     "DriftCheck",
+    "FetchProgress",
     "FromHub",
     "FromPeers",
     "FromPeersThenHub",
@@ -36,9 +40,11 @@ __all__ = [
     "LoadedCheckpoint",
     "fetch_checkpoint",
     "fetch_from_hub",
+    "fetch_parts",
     "list_checkpoints",
     "load_checkpoint",
     "load_weights",
+    "log_progress",
     "manifest_hash",
     "read_tensors",
     "repair_drift",

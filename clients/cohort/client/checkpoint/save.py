@@ -3,6 +3,13 @@
 The write goes to a hidden temp directory next to the final one and is renamed into place only
 when every file is complete and fsync'd, so a crash mid-save leaves the previous checkpoints as they
 were (and a stray `.tmp-save-*` directory that the next save removes).
+
+Weights are written in the model's own dtype, as Hugging Face shards (`model.safetensors`, or
+`model-0000k-of-0000n.safetensors` of at most `max_shard_bytes` each plus `model.safetensors.index.json`),
+each tensor streamed from its memory (`tensorfile`). Memory on top of the model: `save_checkpoint`
+writes from the live parameters (blocking; one tensor at a time for the digest, or for a copy off an
+accelerator); a background save (`snapshot` + `write_checkpoint`, the CheckpointWriter) needs one copy
+of the weights, since training goes on meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from safetensors.torch import save_file
 from transformers import PretrainedConfig
 
 from ..model.digest import tensors_digest
@@ -31,6 +37,7 @@ from .layout import (
     CheckpointMeta,
     manifest_hash,
 )
+from .tensorfile import write_file
 
 TEMP_PREFIX = ".tmp-save-"  # only the writer's own leftovers are removed (a fetch may share the root)
 DEFAULT_MAX_SHARD_BYTES = 2 << 30
@@ -48,10 +55,11 @@ class SavesFiles(Protocol):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything a checkpoint needs, copied off the live model: training may go on meanwhile."""
+    """Everything a checkpoint needs: copied off the live model (training may go on meanwhile), or
+    the live tensors themselves for a save that blocks (`snapshot(copy=False)`)."""
 
     config: PretrainedConfig
-    tensors: dict[str, torch.Tensor]  # CPU copies, shared (tied) tensors once
+    tensors: dict[str, torch.Tensor]  # CPU copies or live tensors, shared (tied) tensors once
     parameter_names: tuple[str, ...]  # the model's parameters, in module order, for the digest
     run_id: str
     step: int
@@ -70,8 +78,12 @@ def snapshot(
     step: int,
     epoch: int,
     tokenizer: SavesFiles | None = None,
+    copy: bool = True,
 ) -> Snapshot:
-    """Copy the model's weights to CPU memory (the only part that must pause training)."""
+    """Copy the model's weights to CPU memory (the only part that must pause training).
+
+    With `copy=False` the snapshot holds the live tensors (no memory): the model must not change
+    until the snapshot is written."""
     if step < 0 or epoch < 0:
         raise ValueError(f"step and epoch must be >= 0, got {step}, {epoch}")
     tensors: dict[str, torch.Tensor] = {}
@@ -82,13 +94,17 @@ def snapshot(
             if key in seen:  # tied weights (embeddings = lm head) are stored once, like HF does
                 continue
             seen.add(key)
-            tensors[name] = t.detach().to("cpu", copy=True).contiguous()
+            t = t.detach()
+            tensors[name] = t.to("cpu", copy=True).contiguous() if copy else t
     names = tuple(name for name, _ in model.named_parameters())
     missing = [n for n in names if n not in tensors]
     if missing:
         raise CheckpointError(f"parameters not in the state dict: {missing[:3]}")
     config = model.config.__class__.from_dict(model.config.to_dict())
     config.architectures = [type(model).__name__]  # what HF tools other than Auto* classes read
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is not None:  # from_pretrained(dtype="auto") then builds the model in the run's dtype
+        config.dtype = dtype
     return Snapshot(config, tensors, names, run_id, step, epoch, tokenizer)
 
 
@@ -141,8 +157,9 @@ def save_checkpoint(
     max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES,
     progress: Progress | None = None,
 ) -> CheckpointInfo:
-    """Snapshot and write in one call (blocks; see CheckpointWriter for the background one)."""
-    snap = snapshot(model, run_id=run_id, step=step, epoch=epoch, tokenizer=tokenizer)
+    """Write the model's live weights, no copy of them (blocks; see CheckpointWriter for the
+    background one, which copies them once)."""
+    snap = snapshot(model, run_id=run_id, step=step, epoch=epoch, tokenizer=tokenizer, copy=False)
     return write_checkpoint(
         snap, root, keep_last=keep_last, max_shard_bytes=max_shard_bytes, progress=progress
     )
@@ -192,16 +209,19 @@ def _write_files(
         shards[-1][name] = t
         size += n
     total, done = snap.total_bytes, 0
+
+    def wrote(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
     if len(shards) == 1:
         names = [SINGLE_SHARD]
     else:
         names = [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
     for name, shard in zip(names, shards, strict=True):
-        save_file(shard, directory / name, metadata={"format": "pt"})
-        _fsync(directory / name)
-        done += sum(t.numel() * t.element_size() for t in shard.values())
-        if progress is not None:
-            progress(done, total)
+        write_file(directory / name, shard, metadata={"format": "pt"}, progress=wrote)
     if len(shards) > 1:
         weight_map = {t: name for name, shard in zip(names, shards, strict=True) for t in shard}
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}

@@ -2,8 +2,9 @@
 
 - FromSeed: the first epoch (or a `Dummy` checkpoint): nothing to fetch, the weights derive
   from the run seed.
-- FromPeers: the manifest and its chunks from the clients that hold the checkpoint, in parallel;
-  each chunk is verified on arrival, a peer serving other bytes is skipped for the next one.
+- FromPeers: the manifest and its parts from the clients that hold the checkpoint, in parallel
+  (`fetch.fetch_parts`); each part is verified on arrival, a peer serving other bytes is asked last
+  for the next ones, and a fetch that fails keeps its verified parts for the next try to resume.
 - FromHub: a Hugging Face repo + revision, or a local directory path.
 - FromPeersThenHub: peers first, the hub when no peer delivers.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..p2p import BlobFetchError, Manifest, P2PNode, PeerAddress
+from .fetch import FetchProgressCallback, discard, fetch_parts, log_progress
 from .hub import fetch_from_hub
 from .layout import CheckpointError, verify
 
@@ -55,10 +57,16 @@ class CheckpointUnavailable(CheckpointError):
 
 
 async def fetch_checkpoint(
-    source: CheckpointSource, manifest_hash: bytes, dest: str | Path
+    source: CheckpointSource,
+    manifest_hash: bytes,
+    dest: str | Path,
+    *,
+    progress: FetchProgressCallback | None = None,
 ) -> Path | None:
     """The directory of the verified checkpoint (`dest`, or the local directory a FromHub names),
-    or None for FromSeed. A `dest` left by an earlier run is reused if it verifies."""
+    or None for FromSeed. A `dest` left by an earlier run is reused if it verifies; a peer fetch
+    left unfinished is resumed. `progress` sees a peer fetch after every part (by default a log
+    line at every tenth)."""
     if isinstance(source, FromSeed):
         return None
     if len(manifest_hash) != 32:
@@ -74,12 +82,13 @@ async def fetch_checkpoint(
     if isinstance(source, FromHub):
         return (await _from_hub(source, manifest_hash, dest))[0]
     try:
-        path, manifest = await _from_peers(peers, manifest_hash, dest)
+        path, manifest = await _from_peers(peers, manifest_hash, dest, progress or log_progress())
     except CheckpointUnavailable as e:
         if isinstance(source, FromPeers):
             raise
         log.warning("%s; trying the hub", e)
         path, manifest = await _from_hub(source.hub, manifest_hash, dest)
+        discard(_work_dir(dest))  # the peers' parts are not needed any more
     return await _serve(peers, path, manifest)
 
 
@@ -90,25 +99,35 @@ async def _serve(peers: FromPeers | None, path: Path, manifest: Manifest) -> Pat
     return path
 
 
-async def _from_peers(source: FromPeers, manifest_hash: bytes, dest: Path) -> tuple[Path, Manifest]:
+def _work_dir(dest: Path) -> Path:
+    return dest.with_name(f".tmp-fetch-{dest.name}")
+
+
+async def _from_peers(
+    source: FromPeers, manifest_hash: bytes, dest: Path, progress: FetchProgressCallback
+) -> tuple[Path, Manifest]:
     if not source.providers:
         raise CheckpointUnavailable("no peer holds the checkpoint")
-    temp = dest.with_name(f".tmp-fetch-{dest.name}")
-    shutil.rmtree(temp, ignore_errors=True)
+    work = _work_dir(dest)
     try:
-        await source.node.download_directory(
-            manifest_hash, list(source.providers), temp, share=False
+        manifest = await fetch_parts(
+            source.node.fetcher, manifest_hash, list(source.providers), work, progress=progress
         )
-        manifest = await asyncio.to_thread(verify, temp, manifest_hash)
-        temp.rename(dest)
-    except (BlobFetchError, CheckpointError, ValueError) as e:
-        shutil.rmtree(temp, ignore_errors=True)
+        # every part was checked against the manifest the hash vouches for: what is left to check
+        # is that the directory holds those files and nothing else (no second read of every byte)
+        names = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
+        if names != [f.name for f in manifest.files]:
+            raise CheckpointError(f"{work}: holds {names[:5]}, not the manifest's files")
+        work.rename(dest)
+    except BlobFetchError as e:  # a holder may come back, or another one: keep the verified parts
         raise CheckpointUnavailable(
             f"checkpoint {manifest_hash.hex()[:16]} from {len(source.providers)} peers: {e}"
         ) from None
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+    except (CheckpointError, ValueError) as e:
+        discard(work)
+        raise CheckpointUnavailable(
+            f"checkpoint {manifest_hash.hex()[:16]} from {len(source.providers)} peers: {e}"
+        ) from None
     return dest, manifest
 
 

@@ -14,7 +14,7 @@ def tensors_digest(named: Iterable[tuple[str, torch.Tensor]]) -> str:
     for name, p in named:
         t = p.detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))  # hashed where it lies: no copy
     return h.hexdigest()
 
 
