@@ -117,7 +117,8 @@ class DistroOptimizer:
                     moved = w.sub(s.to(w.dtype), alpha=eta)
                     back = moved.add(s.to(w.dtype), alpha=eta)  # what the undo will compute
                     wrong = (_bits(back) != _bits(w)).nonzero().squeeze(1)
-                    where.append(wrong + lo)
+                    # int32 positions where they fit: ~5% of weights at lr 1e-3, 8 bytes each
+                    where.append((wrong + lo).to(_index_dtype(flat.numel())))
                     was.append(w[wrong].clone())
                     w.copy_(moved)
                 fixes[b.members[j]] = (torch.cat(where), torch.cat(was))
@@ -260,6 +261,10 @@ class DistroOptimizer:
 
 
 _NO_FIX = torch.zeros(0, dtype=torch.int64)
+
+
+def _index_dtype(numel: int) -> torch.dtype:
+    return torch.int32 if numel < 1 << 31 else torch.int64
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
