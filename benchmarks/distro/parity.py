@@ -105,6 +105,12 @@ def main() -> None:
     parser.add_argument("--topk", type=int, default=defaults.distro.compression_topk)
     parser.add_argument("--eval-every", type=int, default=0, help="default: steps / 20")
     parser.add_argument(
+        "--distro-lr", type=float, default=defaults.distro_lr, help="DisTrO's peak rate"
+    )
+    parser.add_argument(
+        "--no-signsgd", action="store_true", help="skip the sign-SGD baseline (faster)"
+    )
+    parser.add_argument(
         "--threads", type=int, default=0, help="torch threads (default: torch's choice)"
     )
     parser.add_argument("--out", type=Path, default=HERE / "out" / "parity.png")
@@ -118,13 +124,16 @@ def main() -> None:
         seq_len=args.seq,
         replicas=args.replicas,
         batch_per_replica=args.batch,
+        distro_lr=args.distro_lr,
         distro=dataclasses.replace(
             defaults.distro, compression_chunk=args.chunk, compression_topk=args.topk
         ),
     )
     if args.eval_every:
         setup = dataclasses.replace(setup, eval_every=args.eval_every)
-    report = run_parity(setup, ("adamw", "distro", "signsgd"))
+    report = run_parity(
+        setup, ("adamw", "distro") if args.no_signsgd else ("adamw", "distro", "signsgd")
+    )
     print_table(report)
     if save_plot(report, args.out):
         print(f"plot: {args.out}")
