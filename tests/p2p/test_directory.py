@@ -90,7 +90,7 @@ async def test_download_from_three_peers(start_nodes, tmp_path):
     for f in manifest.files:
         assert (tmp_path / "joined" / f.name).read_bytes() == (source / f.name).read_bytes()
     last = reports[-1]
-    assert (last.bytes_done, last.chunks_done) == (manifest.total_bytes, len(manifest.chunk_refs()))
+    assert (last.bytes_done, last.parts_done) == (manifest.total_bytes, len(manifest.chunk_refs()))
     assert set(last.bytes_by_peer) == {p.address.node_id for p in peers}  # all three served chunks
     assert not list((tmp_path / "joined").rglob("*.partial"))
 

@@ -6,8 +6,8 @@ several holders with resume, hub), and repair a replica whose weights drifted fr
 No chain code here.
 """
 
+from ..p2p import FetchProgress, fetch_parts, log_progress
 from .drift import DriftCheck, repair_drift
-from .fetch import FetchProgress, fetch_parts, log_progress
 from .hub import HubUpload, fetch_from_hub
 from .layout import CheckpointError, CheckpointInfo, CheckpointMeta, manifest_hash, verify
 from .load import LoadedCheckpoint, load_checkpoint, load_weights, read_tensors

@@ -3,7 +3,7 @@
 - FromSeed: the first epoch (or a `Dummy` checkpoint): nothing to fetch, the weights derive
   from the run seed.
 - FromPeers: the manifest and its parts from the clients that hold the checkpoint, in parallel
-  (`fetch.fetch_parts`); each part is verified on arrival, a peer serving other bytes is asked last
+  (`p2p.fetch_parts`); each part is verified on arrival, a peer serving other bytes is asked last
   for the next ones, and a fetch that fails keeps its verified parts for the next try to resume.
 - FromHub: a Hugging Face repo + revision, or a local directory path.
 - FromPeersThenHub: peers first, the hub when no peer delivers.
@@ -17,8 +17,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..p2p import BlobFetchError, Manifest, P2PNode, PeerAddress
-from .fetch import FetchProgressCallback, discard, fetch_parts, log_progress
+from ..p2p import (
+    BlobFetchError,
+    FetchProgressCallback,
+    Manifest,
+    P2PNode,
+    PeerAddress,
+    discard,
+    fetch_parts,
+    log_progress,
+)
 from .hub import fetch_from_hub
 from .layout import CheckpointError, verify
 

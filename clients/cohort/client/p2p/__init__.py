@@ -8,7 +8,14 @@ from .announcement import Announcement, gossip_topic
 from .blob_fetch import BlobFetcher, BlobFetchError, FetchPolicy
 from .blob_protocol import BlobServer
 from .blob_store import BlobStore, blob_hash
-from .directory import DirectoryShare, DownloadProgress, download_directory
+from .directory import DirectoryShare
+from .directory_fetch import (
+    FetchProgress,
+    FetchProgressCallback,
+    discard,
+    fetch_parts,
+    log_progress,
+)
 from .gossip import Gossip, GossipConfig
 from .http_transport import HttpTransport
 from .identity import NodeId, NodeKey
@@ -35,8 +42,9 @@ __all__ = [
     "BlobServer",
     "BlobStore",
     "DirectoryShare",
-    "DownloadProgress",
     "FetchPolicy",
+    "FetchProgress",
+    "FetchProgressCallback",
     "Gossip",
     "GossipConfig",
     "HttpTransport",
@@ -56,6 +64,8 @@ __all__ = [
     "Transport",
     "TransportError",
     "blob_hash",
-    "download_directory",
+    "discard",
+    "fetch_parts",
     "gossip_topic",
+    "log_progress",
 ]

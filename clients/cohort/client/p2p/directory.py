@@ -1,27 +1,16 @@
-"""Directory sharing for checkpoints: serve a directory as blobs, download one from several peers.
+"""Directory sharing for checkpoints: serve a directory as blobs (fetching one: directory_fetch.py).
 
 A shared directory answers the blob protocol for its manifest (by manifest hash) and for each of its
-chunks (by chunk hash), reading chunks from disk on demand. A download fetches the manifest, checks
-it against the manifest hash the caller trusts (from the chain), then fetches chunks in parallel,
-spreading them over the providers (each chunk starts at a different peer and falls back to the
-others), verifies each chunk, and reports progress.
+chunks (by chunk hash), reading chunks from disk on demand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .blob_fetch import BlobFetcher
-from .blob_store import check_hash
-from .identity import NodeId
-from .manifest import MAX_MANIFEST_BYTES, ChunkRef, Manifest
-from .transport import PeerAddress
-
-PARTIAL_SUFFIX = ".partial"
+from .manifest import ChunkRef, Manifest
 
 
 class DirectoryShare:
@@ -70,91 +59,9 @@ class DirectoryShare:
         return await asyncio.to_thread(_read_at, path, ref.offset + offset, size)
 
 
-@dataclass
-class DownloadProgress:
-    """Where a directory download stands; passed to the progress callback after every chunk."""
-
-    bytes_total: int
-    chunks_total: int
-    bytes_done: int = 0
-    chunks_done: int = 0
-    bytes_by_peer: dict[NodeId, int] = field(default_factory=dict)
-
-
-async def download_directory(
-    fetcher: BlobFetcher,
-    manifest_hash: bytes,
-    providers: Sequence[PeerAddress],
-    dest: str | Path,
-    *,
-    parallel: int = 8,
-    progress: Callable[[DownloadProgress], None] | None = None,
-) -> Manifest:
-    """Download the directory whose manifest hashes to `manifest_hash` into `dest` (new or empty).
-
-    Files appear under their final names only once complete; on failure `dest` holds only
-    `*.partial` files. Raises BlobFetchError if some chunk cannot be fetched from any provider.
-    """
-    check_hash(manifest_hash)
-    if parallel < 1:
-        raise ValueError("parallel must be >= 1")
-    if not providers:
-        raise ValueError("no providers to download from")
-    dest = Path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise FileExistsError(f"{dest} exists and is not an empty directory")
-    raw = await fetcher.fetch(manifest_hash, providers, max_size=MAX_MANIFEST_BYTES)
-    manifest = Manifest.decode(raw)  # bytes already match the trusted hash
-    refs = manifest.chunk_refs()
-    state = DownloadProgress(manifest.total_bytes, len(refs))
-    dest.mkdir(parents=True, exist_ok=True)
-    partials = [dest / (f.name + PARTIAL_SUFFIX) for f in manifest.files]
-    for path, f in zip(partials, manifest.files, strict=True):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as out:
-            out.truncate(f.size)
-
-    queue: asyncio.Queue[tuple[int, ChunkRef]] = asyncio.Queue()
-    for k, ref in enumerate(refs):
-        queue.put_nowait((k, ref))
-
-    async def worker() -> None:
-        while not queue.empty():
-            k, ref = queue.get_nowait()
-            start = k % len(providers)  # spread chunks over peers; the rest are fallbacks
-            order = [*providers[start:], *providers[:start]]
-            got = await fetcher.fetch_detailed(ref.hash, order, max_size=ref.size)
-            if len(got.data) != ref.size:
-                raise ValueError(
-                    f"chunk {ref.hash.hex()[:16]} has {len(got.data)} bytes, manifest says {ref.size}"
-                )
-            await asyncio.to_thread(_write_at, partials[ref.file_index], ref.offset, got.data)
-            state.bytes_done += ref.size
-            state.chunks_done += 1
-            state.bytes_by_peer[got.provider] = state.bytes_by_peer.get(got.provider, 0) + ref.size
-            if progress is not None:
-                progress(state)
-
-    workers = [asyncio.create_task(worker()) for _ in range(min(parallel, max(1, len(refs))))]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-    for path, f in zip(partials, manifest.files, strict=True):
-        os.replace(path, dest / f.name)
-    return manifest
-
-
 def _read_at(path: Path, offset: int, size: int) -> bytes:
     with open(path, "rb") as f:
         data = os.pread(f.fileno(), size, offset)
     if len(data) != size:
         raise OSError(f"{path} is shorter than its manifest says (changed while shared?)")
     return data
-
-
-def _write_at(path: Path, offset: int, data: bytes) -> None:
-    with open(path, "r+b") as f:
-        os.pwrite(f.fileno(), data, offset)

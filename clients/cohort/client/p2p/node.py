@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .allowlist import Allowlist
@@ -17,7 +17,8 @@ from .announcement import Announcement, gossip_topic
 from .blob_fetch import BlobFetcher, FetchPolicy
 from .blob_protocol import BlobServer
 from .blob_store import BlobStore
-from .directory import DirectoryShare, DownloadProgress, download_directory
+from .directory import DirectoryShare
+from .directory_fetch import FetchProgressCallback, fetch_parts, journal_path
 from .gossip import Gossip, GossipConfig, OnMessage
 from .http_transport import HttpTransport
 from .identity import NodeId, NodeKey
@@ -143,13 +144,15 @@ class P2PNode:
         providers: Sequence[PeerAddress],
         dest: str | Path,
         *,
-        progress: Callable[[DownloadProgress], None] | None = None,
+        progress: FetchProgressCallback | None = None,
         share: bool = True,
     ) -> Manifest:
-        """Download a checkpoint from peers; by default serve it afterwards too."""
-        manifest = await download_directory(
-            self.fetcher, manifest_hash, providers, dest, progress=progress
-        )
+        """Download a shared directory into `dest` (new, empty, or what an interrupted download of it
+        left) from the peers that hold it, each part checked on arrival; by default serve it too."""
+        dest = Path(dest)
+        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())) and not journal_path(dest).exists():
+            raise FileExistsError(f"{dest} exists and is not an empty directory")  # never wipe a stranger's files
+        manifest = await fetch_parts(self.fetcher, manifest_hash, providers, dest, progress=progress)
         if share:
             await self.share_directory(dest, manifest)
         return manifest

@@ -1,4 +1,4 @@
-"""A joiner's fetch of a checkpoint from several holders, in hashed parts, resumable.
+"""Fetching a shared directory (a checkpoint) from several holders, in hashed parts, resumable.
 
 The manifest (fetched by the hash the chain carries, so its bytes are checked) lists every file and
 the sha256 of each of its parts (`Manifest.chunk_size`, 4 MiB). Parts are fetched side by side, each
@@ -22,8 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..p2p import BlobFetcher, BlobFetchError, Manifest, NodeId, PeerAddress
-from ..p2p.manifest import MAX_MANIFEST_BYTES, ChunkRef
+from .blob_fetch import BlobFetcher, BlobFetchError
+from .blob_store import check_hash
+from .identity import NodeId
+from .manifest import MAX_MANIFEST_BYTES, ChunkRef, Manifest
+from .transport import PeerAddress
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,7 @@ async def fetch_parts(
     earlier fetch of it left there. On return `work` holds exactly the manifest's files, each part
     checked against its hash; on failure (BlobFetchError when some part came from no holder) it keeps
     the verified parts for the next try."""
+    check_hash(manifest_hash)
     if parallel < 1:
         raise ValueError("parallel must be >= 1")
     if not providers:
