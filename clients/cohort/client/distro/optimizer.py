@@ -30,7 +30,7 @@ model: no stacked copies of a bucket's parameters, no whole-model clone or direc
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -73,7 +73,13 @@ class DistroOptimizer:
         named_parameters: Iterable[tuple[str, torch.nn.Parameter]],
         config: DistroConfig,
         lr: Schedule,
+        *,
+        layout: Layout | None = None,
+        all_reduce_sum: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
+        """`layout`: a given tiling plan instead of the planned one (a shard's, shards.py: its tiles are
+        the whole model's); `all_reduce_sum`: sums a tensor over the ranks that hold the other rows of the
+        same parameters, so gradient clipping sees the whole model's norm."""
         named = [(name, p) for name, p in named_parameters if p.requires_grad]
         if not named:
             raise ValueError("DistroOptimizer needs at least one trainable parameter")
@@ -81,7 +87,12 @@ class DistroOptimizer:
         self.lr = lr
         self.names = [name for name, _ in named]
         self.params = [p for _, p in named]
-        self.layout: Layout = plan_layout(((n, p.shape) for n, p in named), config)
+        if layout is None:
+            layout = plan_layout(((n, p.shape) for n, p in named), config)
+        elif list(layout.names) != self.names or list(layout.shapes) != [tuple(p.shape) for p in self.params]:
+            raise ValueError("the layout does not describe these parameters")
+        self.layout: Layout = layout
+        self._all_reduce_sum = all_reduce_sum
         self.codec = WireCodec.for_config(self.layout, config)
         device = self.params[0].device
         # one fp32 momentum per bucket, the bucket's parameters stacked in model order
@@ -124,6 +135,20 @@ class DistroOptimizer:
                 fixes[b.members[j]] = (torch.cat(where), torch.cat(was))
         self._saved = _Lookahead(eta, fixes)
 
+    def _clip(self, max_norm: float) -> None:
+        if self._all_reduce_sum is None:
+            torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+            return
+        # clip_grad_norm_'s rule over the whole model: each rank's sum of squares, summed over the ranks
+        grads = [p.grad for p in self.params if p.grad is not None]
+        local = torch.zeros((), dtype=torch.float32, device=self.params[0].device)
+        for g in grads:
+            local += g.float().pow(2).sum()
+        total = self._all_reduce_sum(local).sqrt()
+        coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(coefficient.to(g.dtype))
+
     def _undo_lookahead(self) -> None:
         saved, self._saved = self._saved, None
         assert saved is not None
@@ -141,7 +166,7 @@ class DistroOptimizer:
         """Fold this step's gradients into the momentum and return its compressed fast part."""
         eta = self.lr(step)
         if self.config.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
+            self._clip(self.config.clip_grad_norm)
         if self._saved is not None:
             self._undo_lookahead()  # before anything changes the momentum whose signs it took
         transform = self.layout.transform
