@@ -53,3 +53,10 @@ def test_the_slowed_replica_forwards_every_member_itself(spec):
     assert slowed.can_verify(1) and not slowed.can_verify(2)
     slowed.apply(1, [out.payload])
     assert (slowed.digest(), slowed.checksum()) == (inner.digest(), inner.checksum())
+
+
+def test_the_sharded_replica_names_every_member():
+    """Built only on rank 0 of a process group (test_sharded_replica runs one); here its class is checked."""
+    from cohort.client.runtime.sharded import ShardedReplica
+
+    assert all(hasattr(ShardedReplica, name) or name == "device" for name in MEMBERS)

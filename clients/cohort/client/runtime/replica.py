@@ -5,8 +5,8 @@ one model worker (runtime/worker.py: one thread, in order), so they may block; t
 payload_size, state_size, can_verify, device, model) are also made from the event loop and must not.
 
 Implemented by `trainer.LocalReplica` (the whole model in this process), `synthetic.SyntheticReplica`
-(payloads of the real size without training) and `slowdown.SlowedReplica` (a wrapper); a sharded
-replica (several ranks speaking as one member) is to implement it too. They conform structurally (no
+(payloads of the real size without training), `slowdown.SlowedReplica` (a wrapper) and
+`sharded.ShardedReplica` (rank 0 of several ranks that speak as one member). They conform structurally (no
 subclassing: a subclass would inherit the protocol's empty stubs for anything it forgot, and its
 read-only properties would refuse the plain attributes the replicas hold); tests/client/test_replica.py
 checks each.

@@ -1,0 +1,256 @@
+"""A member that spans processes: N ranks on torch.distributed (FSDP2's `fully_shard`; gloo on CPU, NCCL on
+GPU) that speak as one member.
+
+Rank 0 runs the client (chain, peers, the model worker) with a `ShardedReplica`; every other rank runs
+`serve_rank`, which carries out what rank 0 asks in the same order, so every collective is entered by all
+ranks together. Each rank holds its dim-0 rows of every parameter (FSDP2 gathers them for the forward and
+reduce-scatters the gradients) and runs DisTrO on exactly those rows (distro/shards.py): lookahead, generate
+and apply never gather the model. Rank 0 puts the ranks' tiles together into the member's payload; an apply
+hands every rank the tiles of its rows, and since the apply is exact arithmetic a sharded member's weights
+are, bit for bit, a one-process replica's (tests/client/test_sharded_replica.py).
+
+A step's batch is split between the ranks (data parallel inside the member: `torch.tensor_split` order), each
+rank's loss weighted by its share so the reduced gradient is the whole batch's mean. Every rank runs the same
+number of forward/backward passes (a rank with fewer sequences runs a zero-weighted one), as FSDP's
+collectives need.
+
+Not yet (the member refuses rather than pretends): committing its optimizer state and replaying checks (a
+run that verifies results), and stopping a step midway (an abort is honoured between steps).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from cohort.sdk.presets import TrainingSpec
+
+from ..checkpoint import load_weights
+from ..data import BatchId
+from ..distro import DistroOptimizer, WireCodec, plan_layout
+from ..distro.shards import ShardPlan, assemble, local_results, plan_shard
+from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
+from ..model.digest import bit_sum, checksum_of, tensors_digest
+from .replica import Aborted, PayloadHeader, StepOutput
+from .trainer import ColdStart, distro_config, lr_schedule, open_dataset
+
+
+def _shard_model(model: torch.nn.Module) -> None:
+    """FSDP2 over each decoder layer, then the whole model (embeddings, final norm, head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in getattr(getattr(model, "model", model), "layers", []):
+        fully_shard(layer)
+    fully_shard(model)
+
+
+class _Rank:
+    """What one rank holds and does; rank 0's lives inside the ShardedReplica."""
+
+    def __init__(self, spec: TrainingSpec, seed: int, device: str, micro_batch_size: int | None) -> None:
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.spec, self.micro_batch_size = spec, micro_batch_size
+        self.device = torch.device(device)
+        self.model_config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size,
+                                       max_seq_len=spec.max_seq_len)  # fmt: skip
+        model = build_model(self.model_config, seed=seed, device=self.device)  # a one-process replica's start
+        model.train()
+        self.names = [name for name, _ in model.named_parameters()]
+        config = distro_config(spec.distro)
+        whole = plan_layout(((n, p.shape) for n, p in model.named_parameters()), config)
+        self.plans: list[ShardPlan] = [plan_shard(whole, r, self.world) for r in range(self.world)]
+        self.plan = self.plans[self.rank]
+        _shard_model(model)
+        self.model = model
+        self.sharded = list(model.parameters())
+        # this rank's rows, as parameters sharing FSDP's shard storage: what DisTrO updates in place
+        self.local = [torch.nn.Parameter(p.detach().to_local()) for p in self.sharded]
+        shapes = tuple(tuple(p.shape) for p in self.local)
+        if shapes != self.plan.local.shapes:
+            raise RuntimeError(f"FSDP's shards {shapes[:3]}… are not the rows DisTrO planned")
+        self.cold_start = ColdStart(lr_schedule(spec.lr), spec.cold_start_warmup_steps)
+        self.optimizer = DistroOptimizer(zip(self.names, self.local, strict=True), config, self.cold_start,
+                                         layout=self.plan.local, all_reduce_sum=self._sum)  # fmt: skip
+        self.codec = WireCodec.for_config(whole, config)
+        self.data = open_dataset(spec)
+        self.validation = open_dataset(spec, split="validation")
+
+    @staticmethod
+    def _sum(t: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(t)
+        return t
+
+    def start_epoch(self, start_step: int, cold: bool) -> None:
+        self.cold_start.start, self.cold_start.active = start_step, cold
+
+    def train(self, step: int, start: int, end: int) -> tuple[bytes | None, float, int]:
+        """(the member's payload on rank 0, the batch's mean loss, tokens) for the batch [start, end)."""
+        sequences = self.data.sequences(BatchId(start, end))
+        total = len(sequences)
+        mine = torch.tensor_split(sequences, self.world)[self.rank].to(self.device)
+        most = -(-total // self.world)  # the most sequences any rank gets
+        size = self.micro_batch_size or max(1, most)
+        passes = max(1, -(-most // size))  # the most passes any rank runs
+        self.optimizer.lookahead(step)
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        try:
+            for k in range(passes):
+                chunk = mine[k * size : (k + 1) * size]
+                real = len(chunk)
+                if real == 0:  # keep the collectives in step with the other ranks
+                    chunk = sequences[:1].to(self.device)
+                loss = lm_loss(self.model, chunk)
+                (loss * (real / total * self.world)).backward()  # FSDP averages the ranks' gradients
+                loss_sum += float(loss.detach()) * real
+            for view, p in zip(self.local, self.sharded, strict=True):
+                view.grad = None if p.grad is None else p.grad.detach().to_local()
+            result = self.optimizer.generate(step, BatchId(start, end))
+        except BaseException:
+            self.optimizer.abandon_step()
+            raise
+        finally:
+            self.model.zero_grad(set_to_none=True)
+            for view in self.local:
+                view.grad = None
+        dist.all_reduce(loss_sum)
+        parts: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        dist.gather_object(result, parts, dst=0)
+        payload = None if parts is None else self.codec.encode(assemble(self.plans, parts))
+        return payload, float(loss_sum) / total, sequences.numel()
+
+    def apply(self, step: int, payloads: Sequence[bytes]) -> None:
+        decided = [self.codec.decode(p) for p in payloads]
+        self.optimizer.apply(step, local_results(self.plan, decided))
+
+    def _gathered(self) -> list[torch.Tensor] | None:
+        """The whole model's parameters on rank 0 (None elsewhere): for a digest, not for training."""
+        rows: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        dist.gather_object([p.detach() for p in self.local], rows, dst=0)
+        if rows is None:
+            return None
+        return [torch.cat([r[i] for r in rows]) for i in range(len(self.local))]
+
+    def digest(self) -> str | None:
+        full = self._gathered()
+        return None if full is None else tensors_digest(zip(self.names, full, strict=True))
+
+    def checksum(self) -> int | None:
+        sums = torch.tensor([bit_sum(p) for p in self.local], dtype=torch.int64)
+        dist.all_reduce(sums)  # integer sums: the whole tensors' sums, in any order
+        if self.rank != 0:
+            return None
+        shapes = self.plan.model.shapes
+        return checksum_of(
+            (name, p.dtype, shape, int(total))
+            for name, p, shape, total in zip(self.names, self.local, shapes, sums.tolist(), strict=True)
+        )
+
+    def load(self, path: Path, manifest_hash: bytes) -> None:
+        whole = build_model(self.model_config, seed=0, device="cpu")
+        load_weights(whole, path, manifest_hash)
+        with torch.no_grad():
+            for i, (view, p) in enumerate(zip(self.local, whole.parameters(), strict=True)):
+                view.copy_(self.plan.local_tensor(i, p.detach()))
+        self.optimizer.reset_momentum()
+
+    def evaluate(self, max_sequences: int) -> EvalResult:
+        return evaluate(self.model, self.validation, max_sequences)  # every rank the same sequences
+
+
+class ShardedReplica:
+    """Rank 0's `Replica` (replica.py) of a member whose model is sharded over `world` ranks."""
+
+    def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
+                 micro_batch_size: int | None = None) -> None:  # fmt: skip
+        if not dist.is_initialized() or dist.get_rank() != 0:
+            raise RuntimeError("a ShardedReplica lives on rank 0 of an initialised process group")
+        self.spec = spec
+        self._rank = _Rank(spec, seed, device, micro_batch_size)
+        self.device = self._rank.device
+        self._lock = threading.Lock()  # the model worker is one thread; this keeps every call whole
+
+    def _everyone(self, op: str, *args: Any) -> Any:
+        """Run `op` on every rank, rank 0's result back (the others run it as `serve_rank` hears it)."""
+        with self._lock:
+            dist.broadcast_object_list([(op, args)], src=0)
+            return getattr(self._rank, op)(*args)
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._rank.model
+
+    @property
+    def codec(self) -> WireCodec:
+        return self._rank.codec
+
+    @property
+    def payload_size(self) -> int:
+        return self.codec.size
+
+    state_size = 0  # a sharded member commits no optimizer state yet
+
+    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
+        if verified:
+            raise RuntimeError("a member sharded over several processes cannot commit its optimizer state yet, "
+                               "and this run verifies results")  # fmt: skip
+        self._everyone("start_epoch", start_step, cold)
+
+    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+        if abort is not None and abort.is_set():  # between steps only: the ranks run a step as one
+            raise Aborted(f"training of step {step} stopped")
+        started = time.perf_counter()
+        payload, loss, tokens = self._everyone("train", step, start, end)
+        assert payload is not None
+        return StepOutput(payload, loss, tokens, time.perf_counter() - started)
+
+    def check(self, payload: bytes) -> PayloadHeader:
+        result = self.codec.decode(payload).result
+        return PayloadHeader(result.step, (result.batch.start, result.batch.end), result.state)
+
+    def apply(self, step: int, payloads: Sequence[bytes]) -> None:
+        self._everyone("apply", step, list(payloads))
+
+    def digest(self) -> str:
+        return self._everyone("digest")
+
+    def checksum(self) -> int:
+        return self._everyone("checksum")
+
+    def load(self, path: Path, manifest_hash: bytes) -> None:
+        self._everyone("load", path, manifest_hash)
+
+    def evaluate(self, max_sequences: int) -> EvalResult:
+        return self._everyone("evaluate", max_sequences)
+
+    def can_verify(self, step: int) -> bool:
+        return False
+
+    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
+                    state_after: bytes) -> None:  # fmt: skip
+        return None
+
+    def close(self) -> None:
+        """Let the other ranks go (after it, every rank may tear its process group down: meet at a
+        barrier first, as tests/client/sharded_worker.py does)."""
+        with self._lock:
+            dist.broadcast_object_list([("close", ())], src=0)
+            dist.barrier()  # every rank has heard it before any tears its process group down
+
+
+def serve_rank(spec: TrainingSpec, *, seed: int, device: str = "cpu", micro_batch_size: int | None = None) -> None:
+    """A rank other than 0: hold its rows and do what rank 0 asks until it says close."""
+    rank = _Rank(spec, seed, device, micro_batch_size)
+    while True:
+        box: list[Any] = [None]
+        dist.broadcast_object_list(box, src=0)
+        op, args = box[0]
+        if op == "close":
+            dist.barrier()
+            return
+        getattr(rank, op)(*args)
