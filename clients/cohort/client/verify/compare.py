@@ -134,18 +134,6 @@ def _carried_rows(
     return m * config.compression_decay
 
 
-def carried_momentum(
-    before: OptimizerState, layout: Layout, config: DistroConfig
-) -> list[torch.Tensor]:
-    """What `generate` makes of the earlier momentum before adding this step's gradient:
-    decay * (momentum - IDCT(last transmission)) (to measure what the step added)."""
-    return [
-        torch.cat([_carried_rows(before, i, band, layout, config) for band in b.bands(COMPARE_VALUES)])
-        .view(b.stacked_shape)
-        for i, b in enumerate(layout.buckets)
-    ]
-
-
 def compare_states(
     supplied: OptimizerState,
     replayed: OptimizerState,
