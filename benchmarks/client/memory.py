@@ -108,11 +108,12 @@ def child(size: str, verified: bool) -> dict:
         phase("apply", replica.apply, step, [out.payload, *others])
     if verified:
         s = STEPS - 1
-        fetched = [
-            states[s - 1].read(),
-            states[s].read(),
-        ]  # what a verifier's fetch holds in memory today
-        verdict = phase("check", replica.verify_step, s, payloads[s], payloads[s - 1], *fetched)
+        seed = b"a check seed"  # what a verifier's fetch holds in memory: the sampled parts and the sign plane
+        manifests = [states[s - 1].manifest.encode(), states[s].manifest.encode()]
+        wanted = set(replica.check_parts(seed, *manifests))
+        fetched = states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)
+        verdict = phase("check", replica.verify_step, s, payloads[s], payloads[s - 1], seed, manifests[0], fetched,
+                        manifests[1], fetched)  # fmt: skip
         assert verdict is not None and verdict.passed, verdict
     return {"size": size, "params": params, "verified": verified,
             "bytes_per_param": {k: v / params for k, v in phases.items()}, "seconds": seconds}  # fmt: skip

@@ -468,14 +468,20 @@ class Bench:
             micro_batch=self.replica.micro_batch_size,
             distro="chunk 64, top-32, 1-bit, decay 0.999, clip 1.0, lr 4e-4 constant",
             payload_bytes=self.replica.payload_size,
-            state_bytes=self.replica.state_size,
+            state_bytes=self.state_bytes(),
             build_s=round(seconds, 2),
         )
         self.log(
             f"built {args.preset}: {self.params:,} parameters ({','.join(dtypes)}) on {self.device} in "
             f"{seconds:.1f} s; payload {_gb(self.replica.payload_size)}, committed state "
-            f"{_gb(self.replica.state_size)}"
+            f"{_gb(self.state_bytes())}"
         )
+
+    def state_bytes(self) -> int:
+        """The size of one committed optimizer state of this member (state.bin)."""
+        from cohort.client.verify.state import state_size
+
+        return state_size(self.replica.optimizer.layout, has_sent=True)
 
     def throughput(self) -> None:
         self.current = "throughput"
@@ -582,7 +588,7 @@ class Bench:
     def check(self) -> None:
         """Verification on: two steps that commit their state, then `verify_step` of the second."""
         self.current = "check"
-        state = self.replica.state_size
+        state = self.state_bytes()
         io = 4 * self.weight_bytes + 6 * state  # snapshots, states, the check's stash, reads
         estimate = 3 * (self.step_s or 1.0) + io / IO_BYTES_PER_S
         if self.skip("check", estimate):
@@ -621,23 +627,26 @@ class Bench:
         )
         self.current = "check: reading the committed states"
 
-        def read(committed: Any) -> bytes:
-            return committed.read() if hasattr(committed, "read") else committed
-
         t = time.perf_counter()
-        before, after = read(outs[0].state), read(outs[1].state)
+        seed = b"a check seed"
+        manifests = [outs[0].state.manifest.encode(), outs[1].state.manifest.encode()]
+        wanted = set(self.replica.check_parts(seed, *manifests))
+        parts = outs[0].state.read_parts(wanted) | outs[1].state.read_parts(wanted)
+        before, after = [sum(f.size for f in o.state.manifest.files) for o in outs]
         read_s = time.perf_counter() - t
         self.current = "check: verify_step"
         self.reset_peaks()
         t = self.clock()
-        verdict = self.replica.verify_step(s + 1, outs[1].payload, outs[0].payload, before, after)
+        verdict = self.replica.verify_step(s + 1, outs[1].payload, outs[0].payload, seed, manifests[0], parts,
+                                           manifests[1], parts)  # fmt: skip
         check_s = self.clock() - t
         self.keep_peak("check (verify_step)", self.peaks())
         passed = None if verdict is None else bool(verdict.passed)
         self.put(
             "check",
             step=s + 1,
-            state_bytes=[len(before), len(after)],
+            state_bytes=[before, after],
+            fetched_bytes=sum(len(p) for p in parts.values()) + sum(len(m) for m in manifests),
             read_states_s=read_s,
             verify_step_s=check_s,
             verify_vs_step=check_s / self.step_s if self.step_s else None,
@@ -910,8 +919,8 @@ class Bench:
                 w(
                     f"  verify_step of step {ck['step']}: "
                     f"{'passed' if ck.get('passed') else 'NOT PASSED'} in {ck['verify_step_s']:.2f} s{vs}; "
-                    f"the two states it takes: {_gb(sum(ck['state_bytes']))} (read from disk in "
-                    f"{ck['read_states_s']:.1f} s); {ck.get('reason')}"
+                    f"of the two states ({_gb(sum(ck['state_bytes']))}) it fetched {_gb(ck.get('fetched_bytes'))} "
+                    f"(read from disk in {ck['read_states_s']:.1f} s); {ck.get('reason')}"
                 )
         cx = R.get("cross", {})
         if cx:

@@ -67,11 +67,13 @@ from cohort.client.verify import (
     StepInputs,
     capture,
     check_step,
+    commit,
     compare_payloads,
     encode_state,
+    parts_to_fetch,
+    sample_bands,
     snapshot_weights,
     state_bytes,
-    state_commitment,
     tiles_agreement,
 )
 
@@ -361,6 +363,8 @@ class Verifiers:
             torch.set_num_threads(1)
         started = time.perf_counter()
         try:
+            layout = self.sim.codec.layout
+            before, after = commit(rec.before[r], layout), commit(rec.after[r], layout)
             verdict = check_step(
                 self.replayers[variant],
                 step=rec.step,
@@ -368,10 +372,11 @@ class Verifiers:
                 sequences=self.sim.data.sequences(rec.batches[r]),
                 weights=rec.weights,
                 published=rec.payloads[r],
-                state_before=rec.before[r],
-                state_before_commitment=state_commitment(rec.before[r]),
-                state_after=rec.after[r],
-                state_after_commitment=state_commitment(rec.after[r]),
+                state_before=before,
+                state_before_commitment=before.commitment,
+                state_after=after,
+                state_after_commitment=after.commitment,
+                seed=rec.step.to_bytes(8, "little") + bytes([r]),
             )
         finally:
             torch.set_num_threads(threads)
@@ -569,11 +574,16 @@ def measure_cost(preset: str, setup: Setup, data: TokenDataset, repeat: int = 9)
         after = state_bytes(opt, t)
         train.append(time.perf_counter() - started)
         started = time.perf_counter()
+        seed = t.to_bytes(8, "little")
+        committed = commit(before, opt.layout), commit(after, opt.layout)
         verdict = check_step(
             replayer, step=t, batch=batch, sequences=tokens, weights=weights, published=payload,
-            state_before=before, state_before_commitment=state_commitment(before),
-            state_after=after, state_after_commitment=state_commitment(after), cold_start=t == 0,
+            state_before=committed[0], state_before_commitment=committed[0].commitment,
+            state_after=committed[1], state_after_commitment=committed[1].commitment, seed=seed, cold_start=t == 0,
         )  # fmt: skip
+        wanted = set(parts_to_fetch(opt.layout, sample_bands(opt.layout, seed), *(c.manifest for c in committed)))
+        fetched = sum(len(b) for c in committed for h, b in c.parts.items() if h in wanted) + sum(
+            len(c.manifest.encode()) for c in committed)
         check.append(time.perf_counter() - started)
         replay.append(verdict.metrics["replay_seconds"])
         if not verdict.passed:
@@ -584,10 +594,10 @@ def measure_cost(preset: str, setup: Setup, data: TokenDataset, repeat: int = 9)
     print(
         f"  {preset:<6} {params / 1e6:5.1f}M params: train step {train_s * 1000:7.1f} ms, check "
         f"{check_s * 1000:7.1f} ms = {check_s / train_s:.2f} x (replay {replay_s / train_s:.2f} x), "
-        f"state {state_mb:.1f} MB per transfer"
+        f"state {state_mb:.1f} MB, a check fetches {fetched / 1e6:.1f} MB of the two"
     )
     return {"params": params, "train_s": train_s, "check_s": check_s, "replay_s": replay_s,
-            "state_bytes": len(after)}  # fmt: skip
+            "state_bytes": len(after), "check_bytes": fetched}  # fmt: skip
 
 
 def main() -> None:

@@ -27,8 +27,8 @@ def spec(tmp_path_factory):
 
 
 def test_the_protocol_names_what_the_runtime_calls():
-    assert MEMBERS == sorted(["apply", "can_verify", "check", "checksum", "device", "digest", "evaluate",
-                              "load", "model", "payload_size", "start_epoch", "state_size", "train",
+    assert MEMBERS == sorted(["apply", "can_verify", "check", "check_parts", "checksum", "device", "digest", "evaluate",
+                              "load", "model", "payload_size", "start_epoch", "state_manifest_limit", "train",
                               "verify_step"])  # fmt: skip
 
 
@@ -49,7 +49,7 @@ def test_the_slowed_replica_forwards_every_member_itself(spec):
     out = slowed.train(1, 0, 2)
     assert slowed.check(out.payload) == inner.check(out.payload) and out.state is not None
     assert (slowed.model, slowed.device) == (inner.model, inner.device)
-    assert (slowed.payload_size, slowed.state_size) == (inner.payload_size, inner.state_size)
+    assert (slowed.payload_size, slowed.state_manifest_limit) == (inner.payload_size, inner.state_manifest_limit)
     assert slowed.can_verify(1) and not slowed.can_verify(2)
     slowed.apply(1, [out.payload])
     assert (slowed.digest(), slowed.checksum()) == (inner.digest(), inner.checksum())

@@ -14,10 +14,20 @@ from cohort.client.distro import DistroResult
 from cohort.client.distro.compress import SparseTiles
 from cohort.client.runtime.local_run import write_config
 from cohort.client.runtime.trainer import LocalReplica
-from cohort.client.verify.state import capture, state_commitment_of
+from cohort.client.verify.sample import commit
+from cohort.client.verify.state import CommittedState, capture, encode_state
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file
+
+SEED = b"a check seed"
+
+
+def served(state: CommittedState) -> tuple[bytes, dict[bytes, bytes]]:
+    """What the trainer serves of a committed state: its manifest and every part, by hash."""
+    parts = state.read_parts()
+    assert all(hashlib.sha256(p).digest() == h for h, p in parts.items())
+    return state.manifest.encode(), parts
 
 
 def spec_of(path: Path):
@@ -41,7 +51,7 @@ def replicas(tmp_path_factory) -> tuple[LocalReplica, LocalReplica, list]:
                 replica.apply(step - 2, [outputs[step - 3][0], mine[step - 3]])
         out = trainer.train(step, 4 * step, 4 * step + 4)
         own = verifier.train(step, 100 + 4 * step, 104 + 4 * step)
-        outputs.append((out.payload, out.state.read()))  # served from disk: a verifier fetches its bytes
+        outputs.append((out.payload, served(out.state)))  # served from disk: a verifier fetches its parts
         mine.append(own.payload)
     return trainer, verifier, outputs
 
@@ -50,29 +60,38 @@ def test_each_step_commits_the_state_it_returns(replicas):
     trainer, _, outputs = replicas
     for step, (payload, state) in enumerate(outputs, start=1):
         header = trainer.check(payload)
-        assert state is not None and header.step == step and header.state == hashlib.sha256(state).digest()
+        manifest, _ = state
+        assert header.step == step and header.state == hashlib.sha256(manifest).digest()
 
 
 def test_an_honest_step_passes_and_a_negated_one_fails(replicas):
     trainer, verifier, outputs = replicas
     (previous, before), (published, after) = outputs[1], outputs[2]
     assert verifier.can_verify(3) and not verifier.can_verify(99)
-    honest = verifier.verify_step(3, published, previous, before, after)
+    wanted = verifier.check_parts(SEED, before[0], after[0])
+    assert set(wanted) <= set(before[1]) | set(after[1])
+    honest = verifier.verify_step(3, published, previous, SEED, before[0], before[1], after[0], after[1])
     assert honest is not None and honest.passed, honest
+    # what check_parts named is all a check reads
+    only = {h: p for h, p in (before[1] | after[1]).items() if h in wanted}
+    assert verifier.verify_step(3, published, previous, SEED, before[0], only, after[0], only).passed
 
     result = trainer.codec.decode(published).result
     flipped = trainer.codec.encode(DistroResult(result.step, result.batch,
                                                 tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
                                                 result.state))  # fmt: skip
-    verdict = verifier.verify_step(3, flipped, previous, before, after)
+    verdict = verifier.verify_step(3, flipped, previous, SEED, before[0], before[1], after[0], after[1])
     assert verdict is not None and not verdict.passed
 
 
 def test_a_state_other_than_the_committed_one_is_refused(replicas):
     _, verifier, outputs = replicas
     (previous, _), (published, after) = outputs[1], outputs[2]
-    verdict = verifier.verify_step(3, published, previous, outputs[0][1], after)  # the state after step 1
+    older = outputs[0][1]  # the state after step 1
+    verdict = verifier.verify_step(3, published, previous, SEED, older[0], older[1], after[0], after[1])
     assert verdict is not None and not verdict.passed and verdict.reason.startswith("refused")
+    verdict = verifier.verify_step(3, published, previous, SEED, b"{}", {}, after[0], after[1])
+    assert verdict is not None and verdict.reason.startswith("refused: not a state manifest")
 
 
 def test_without_verification_nothing_is_committed(tmp_path):
@@ -90,9 +109,10 @@ def test_a_check_borrows_the_verifiers_replica_and_gives_it_back_unchanged(repli
     (previous, before), (published, after) = outputs[1], outputs[2]
 
     def state() -> bytes:
-        return state_commitment_of(capture(verifier.optimizer, 0, copy=False), verifier.optimizer.layout)
+        layout = verifier.optimizer.layout
+        return commit(encode_state(capture(verifier.optimizer, 0, copy=False), layout), layout).commitment
 
     digest, own = verifier.digest(), state()
-    assert verifier.verify_step(3, published, previous, before, after).passed
+    assert verifier.verify_step(3, published, previous, SEED, before[0], before[1], after[0], after[1]).passed
     assert verifier.digest() == digest and state() == own
     assert not any(p.grad is not None for p in verifier.model.parameters())

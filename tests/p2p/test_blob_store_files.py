@@ -1,34 +1,45 @@
-"""A blob kept in a file (a member's committed optimizer state): served by range from disk, removed with its
-round, and never read whole into memory to be served."""
+"""A directory of files committed part by part (a member's committed optimizer state): its manifest and every
+part served by range from disk, the directory removed once its round is collected, nothing read whole."""
 
 import asyncio
 import hashlib
 
 from cohort.client.p2p.blob_store import BlobStore
+from cohort.client.p2p.manifest import Manifest
+
+PART = 4096
 
 
-def test_a_file_blob_is_served_by_range_and_removed_with_its_round(tmp_path):
-    data = bytes(range(256)) * 1000
-    path = tmp_path / "state.bin"
-    path.write_bytes(data)
-    blob = hashlib.sha256(data).digest()
+def _directory(root, files: dict[str, bytes]) -> Manifest:
+    root.mkdir()
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return Manifest.of_directory(root, PART)
+
+
+def test_a_directory_is_served_part_by_part_and_removed_with_its_round(tmp_path):
+    data = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(256)) + bytes(2048)  # parts 4096, 4096, 2048
+    manifest = _directory(tmp_path / "s", {"a.bin": data, "b.bin": b"tail"})
     store = BlobStore()
-    store.put_file(blob, path, len(data), round=5)
-    assert blob in store and store.blob_size(blob) == len(data) and store.total_bytes == len(data)
-    assert asyncio.run(store.read_blob(blob, 1000, 300)) == data[1000:1300]
-    assert store.get(blob) == data
-    assert store.gc(5) == 0 and path.exists()
-    assert store.gc(6) == 1 and not path.exists() and store.blob_size(blob) is None
+    h = store.put_directory(tmp_path / "s", manifest, round=5)
+    assert h == manifest.hash() and store.get(h) == manifest.encode()
+    third = manifest.files[0].chunks[2]
+    assert store.blob_size(third) == 2048 and store.get(third) == data[8192:]
+    assert asyncio.run(store.read_blob(third, 100, 300)) == data[8292:8592]
+    assert store.get(hashlib.sha256(b"tail").digest()) == b"tail"
+    assert store.gc(5) == 0 and (tmp_path / "s").exists()
+    assert store.gc(6) == 5 and not (tmp_path / "s").exists() and store.blob_size(third) is None
 
 
-def test_the_same_blob_in_a_second_file_keeps_one(tmp_path):
-    data = b"x" * 100
-    blob = hashlib.sha256(data).digest()
-    first, second = tmp_path / "a", tmp_path / "b"
-    first.write_bytes(data)
-    second.write_bytes(data)
+def test_a_part_held_already_is_served_from_where_it_was_first_seen(tmp_path):
+    same = b"x" * PART
+    first = _directory(tmp_path / "one", {"a.bin": same})
+    second = _directory(tmp_path / "two", {"a.bin": same, "b.bin": b"new"})
     store = BlobStore()
-    store.put_file(blob, first, 100, round=1)
-    store.put_file(blob, second, 100, round=2)
-    assert first.exists() and not second.exists()
-    assert store.gc(2) == 0  # the later round is kept
+    store.put_directory(tmp_path / "one", first, round=1)
+    store.put_directory(tmp_path / "two", second, round=2)
+    part = hashlib.sha256(same).digest()
+    assert store.get(part) == same
+    assert store.gc(2) == 1  # the first manifest; its part lives on in round 2, read from its first directory
+    assert (tmp_path / "one").exists() and store.get(part) == same
+    assert store.gc(3) == 3 and not (tmp_path / "one").exists() and not (tmp_path / "two").exists()

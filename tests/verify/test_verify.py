@@ -25,16 +25,14 @@ from cohort.client.verify import (
     BEFORE_ANY_STEP,
     Replayer,
     StateError,
-    StateMismatch,
     capture,
     check_step,
+    commit,
     decode_state,
     encode_state,
-    load_committed,
-    load_state_bytes,
+    restore,
     snapshot_weights,
     state_bytes,
-    state_commitment,
 )
 from cohort.client.yardsticks import DataParallelSimulator
 
@@ -44,6 +42,7 @@ CONFIG = DistroConfig(compression_chunk=32, compression_topk=8)
 LR = Constant(2e-3)
 BATCH = 4
 STEP = 3  # the checked step: momentum and error feedback have history by then
+SEED = b"the check's seed"  # the tiny model has fewer bands than a check samples: every band is compared
 
 
 def tiny() -> torch.nn.Module:
@@ -102,8 +101,9 @@ def trace(data) -> Trace:
 def _check(data, trace: Trace, *, payload=None, before=None, after=None, sequences=None,
            micro_batch_size=None, replayer=None):  # fmt: skip
     replayer = replayer or Replayer(tiny(), CONFIG, LR, micro_batch_size)
-    before = trace.before if before is None else before
-    after = trace.after if after is None else after
+    layout = trace.optimizer.layout
+    before = commit(trace.before if before is None else before, layout)
+    after = commit(trace.after if after is None else after, layout)
     return check_step(
         replayer,
         step=STEP,
@@ -112,9 +112,10 @@ def _check(data, trace: Trace, *, payload=None, before=None, after=None, sequenc
         weights=trace.weights,
         published=trace.payload if payload is None else payload,
         state_before=before,
-        state_before_commitment=state_commitment(before),
+        state_before_commitment=before.commitment,
         state_after=after,
-        state_after_commitment=state_commitment(after),
+        state_after_commitment=after.commitment,
+        seed=SEED,
     )
 
 
@@ -193,7 +194,7 @@ def _cheat(mode: str, data, trace: Trace) -> dict:
                 p.copy_(trace.weights[name])
         tokens = data.sequences(trace.batch)
         if mode == "poison":  # the committed state, but its own text
-            load_state_bytes(opt, trace.before, state_commitment(trace.before))
+            restore(opt, decode_state(trace.before, opt.layout))
             ids = ByteTokenizer().encode(POISON)[:32]
             tokens = torch.from_numpy(ids.copy()).expand(BATCH, -1).contiguous()
         # "fresh momentum": the right batch, but the step starts from a zero momentum
@@ -221,21 +222,23 @@ def test_every_cheating_mode_fails(data, trace, mode):
 
 
 def test_state_that_does_not_match_its_commitment_is_refused(data, trace):
+    layout = trace.optimizer.layout
     forged = bytearray(trace.before)
     forged[-1] ^= 1
-    with pytest.raises(StateMismatch, match="does not match"):
-        load_committed(bytes(forged), state_commitment(trace.before), trace.optimizer.layout)
     replayer = Replayer(tiny(), CONFIG, LR)
+    after = commit(trace.after, layout)
     verdict = check_step(
         replayer, step=STEP, batch=trace.batch, sequences=data.sequences(trace.batch),
         weights=trace.weights, published=trace.payload,
-        state_before=bytes(forged), state_before_commitment=state_commitment(trace.before),
-        state_after=trace.after, state_after_commitment=state_commitment(trace.after),
+        state_before=commit(bytes(forged), layout), state_before_commitment=commit(trace.before, layout).commitment,
+        state_after=after, state_after_commitment=after.commitment, seed=SEED,
     )  # fmt: skip
-    assert not verdict.passed and verdict.reason.startswith("refused")
-    # a committed state of the wrong step is refused too
+    assert not verdict.passed and verdict.reason == "refused: the supplied state does not match the trainer's commitment"
+    # committed states of the wrong steps are refused too
     verdict = _check(data, trace, before=trace.after)
-    assert not verdict.passed and verdict.reason.startswith("refused")
+    assert not verdict.passed and verdict.reason == "refused: the earlier state was taken after step 3, not 2"
+    verdict = _check(data, trace, after=trace.before)
+    assert not verdict.passed and verdict.reason == "refused: the supplied state was taken after step 2, not 3"
 
 
 def test_state_bytes_are_strict_and_restore_exactly(trace):
@@ -243,7 +246,7 @@ def test_state_bytes_are_strict_and_restore_exactly(trace):
     state = decode_state(trace.after, layout)
     assert encode_state(state, layout) == trace.after
     fresh = DistroOptimizer(tiny().named_parameters(), CONFIG, LR)
-    load_state_bytes(fresh, trace.after, state_commitment(trace.after), step=STEP)
+    restore(fresh, state)
     assert state_bytes(fresh, STEP) == trace.after
     assert capture(fresh, STEP).sent is not None
     with pytest.raises(StateError, match="bytes, expected"):
@@ -251,8 +254,6 @@ def test_state_bytes_are_strict_and_restore_exactly(trace):
     other = DistroOptimizer(tiny().named_parameters(), DistroConfig(compression_chunk=16), LR)
     with pytest.raises(StateError, match="different parameter layout"):
         decode_state(trace.after, other.layout)
-    with pytest.raises(StateError, match="taken after step 3, not 4"):
-        load_committed(trace.after, state_commitment(trace.after), layout, step=4)
 
 
 def test_train_step_is_the_simulators_step(data):
@@ -276,16 +277,17 @@ def test_first_step_checks_from_a_fresh_state(data):
     weights, before = snapshot_weights(model), state_bytes(opt, BEFORE_ANY_STEP)
     batch = _batch(0)
     result, _ = train_step(model, opt, 0, batch, data.sequences(batch))
-    payload, after = opt.codec.encode(result), state_bytes(opt, 0)
+    payload, after = opt.codec.encode(result), commit(state_bytes(opt, 0), opt.layout)
+    before = commit(before, opt.layout)
     common = dict(
         step=0, batch=batch, sequences=data.sequences(batch), weights=weights, published=payload,
-        state_after=after, state_after_commitment=state_commitment(after),
+        state_after=after, state_after_commitment=after.commitment, seed=SEED,
     )  # fmt: skip
     replayer = Replayer(tiny(), CONFIG, LR)
-    ok = check_step(replayer, state_before=before, state_before_commitment=state_commitment(before),
+    ok = check_step(replayer, state_before=before, state_before_commitment=before.commitment,
                     cold_start=True, **common)  # fmt: skip
     assert ok.passed and ok.metrics["exact"] == 1.0
     # without cold_start, a fresh state is not "the state after step -1"
-    refused = check_step(replayer, state_before=before,
-                         state_before_commitment=state_commitment(before), **common)  # fmt: skip
+    refused = check_step(replayer, state_before=before, state_before_commitment=before.commitment,
+                         **common)  # fmt: skip
     assert not refused.passed and refused.reason.startswith("refused")

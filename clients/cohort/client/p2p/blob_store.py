@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .manifest import Manifest
 
 HASH_BYTES = 32
 
@@ -73,6 +77,8 @@ class _Entry:
     limit: CopyLimit | None = None  # our own blob: its copies are limited (None: anyone may fetch it here)
     path: Path | None = None
     size: int = 0
+    offset: int = 0  # where the blob starts in the file at `path`
+    owned: Path | None = None  # the directory the store removes once no entry reads from it
 
     def __post_init__(self) -> None:
         if self.data is not None:
@@ -116,19 +122,25 @@ class BlobStore:
         else:
             entry.round = max(entry.round, round)
 
-    def put_file(self, blob: bytes, path: Path, size: int, round: int) -> None:
-        """Serve the file at `path` (`size` bytes, whose sha256 the caller computed as it wrote it) as part
-        of `round`; the store owns the file from now on and removes it when the round is collected."""
-        check_hash(blob)
+    def put_directory(self, root: Path, manifest: Manifest, round: int) -> bytes:
+        """Serve the directory `root` as `manifest` describes it (whose part hashes the caller computed as it
+        wrote the files): the manifest under its hash and every part under its own, read from disk on demand,
+        as part of `round`. The store owns the directory from now on and removes it once its round is
+        collected. Returns the manifest hash."""
         if not isinstance(round, int) or round < 0:
             raise ValueError(f"round must be a non-negative int, got {round!r}")
-        entry = self._blobs.get(blob)
-        if entry is None:
-            self._blobs[blob] = _Entry(None, round, path=path, size=size)
-        else:
-            entry.round = max(entry.round, round)
-            if entry.path != path:
-                path.unlink(missing_ok=True)  # the same bytes are held already
+        h = blob_hash(data := manifest.encode())
+        self.put_verified(h, data, round)
+        for ref in manifest.chunk_refs():
+            entry = self._blobs.get(ref.hash)
+            if entry is None:  # a part equal to one held already is served from where it was first seen
+                self._blobs[ref.hash] = _Entry(None, round, path=root / manifest.files[ref.file_index].name,
+                                               size=ref.size, offset=ref.offset, owned=root)  # fmt: skip
+            else:
+                entry.round = max(entry.round, round)
+        if not any(e.owned == root for e in self._blobs.values()):
+            shutil.rmtree(root, ignore_errors=True)  # every part was held already
+        return h
 
     def take_upload(self, blob: bytes, count: bool = True) -> bool:
         """Whether one more copy of `blob` may be served now (it counts that copy unless `count` is false:
@@ -151,16 +163,16 @@ class BlobStore:
             return None
         if entry.data is None:
             assert entry.path is not None
-            return entry.path.read_bytes()
+            return _read_range(entry.path, entry.offset, entry.size)
         return entry.data
 
     def gc(self, before_round: int) -> int:
         """Drop blobs of rounds older than `before_round`; returns how many were dropped."""
         old = [h for h, entry in self._blobs.items() if entry.round < before_round]
-        for h in old:
-            entry = self._blobs.pop(h)
-            if entry.path is not None:  # a reader that has it open keeps reading (POSIX)
-                entry.path.unlink(missing_ok=True)
+        released = {self._blobs.pop(h).owned for h in old} - {None}
+        for root in released - {entry.owned for entry in self._blobs.values()}:
+            assert root is not None
+            shutil.rmtree(root, ignore_errors=True)  # a reader that has a file open keeps reading (POSIX)
         return len(old)
 
     def __contains__(self, blob: object) -> bool:
@@ -182,5 +194,5 @@ class BlobStore:
         entry = self._blobs[blob]
         if entry.data is None:
             assert entry.path is not None
-            return await asyncio.to_thread(_read_range, entry.path, offset, size)
+            return await asyncio.to_thread(_read_range, entry.path, entry.offset + offset, size)
         return entry.data[offset : offset + size]

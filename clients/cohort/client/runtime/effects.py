@@ -17,7 +17,9 @@ from solders.keypair import Keypair
 
 from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
 
-from ..p2p import BlobFetchError, NodeId
+from ..p2p import BlobFetchError, NodeId, PeerAddress
+from ..verify.sample import sample_seed
+from ..verify.state import PART_SIZE, StateError
 from .machine import (
     Action,
     Allow,
@@ -60,7 +62,14 @@ EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
 KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
 GOSSIP_TROUBLE = ("rejected", "stale", "future", "over_quota", "push_failures", "dropped_backlog", "silent_suspected")
-STATE_DEADLINE = 60.0  # seconds a verifier waits for a trainer's two committed states
+# A check's fetch of a trainer's committed states: the two manifests, then the parts its sample reads (the
+# sign plane and a few bands), given time in proportion to the bytes asked at the rate every member must
+# sustain (the fetcher's own minimum), and two tries per part before the trainer is reported.
+MANIFEST_DEADLINE = 30.0
+CHECK_RATE = 256 << 10  # bytes per second a member serves its committed parts at, at least
+CHECK_SLACK = 30.0
+CHECK_PARALLEL = 2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
+PART_TRIES = 2
 CHECKPOINT_RETRY = 1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
 
 
@@ -268,7 +277,7 @@ class Effects:
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
         if out.state is not None:  # the run verifies: our state after this step, served from disk under its hash
-            c.node.store.put_file(out.state.commitment, out.state.path, out.state.size, action.step)
+            c.node.store.put_directory(out.state.root, out.state.manifest, action.step)
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]
@@ -425,12 +434,25 @@ class Effects:
         if action.trainer not in self.addresses:
             return done(False, "we have no address for the trainer")  # our gap, not evidence against it
         holder = [self.addresses[action.trainer]]
+        seed = sample_seed(action.seed, action.trainer, action.step)
         try:
-            async with asyncio.timeout(STATE_DEADLINE):
-                states = [await c.node.fetcher.fetch(h, holder, max_size=trainer.state_size) for h in (before, after)]
+            async with asyncio.timeout(MANIFEST_DEADLINE):
+                manifests = [await c.node.fetcher.fetch(h, holder, max_size=trainer.state_manifest_limit)
+                             for h in (before, after)]  # fmt: skip
         except (BlobFetchError, OSError, TimeoutError) as e:
-            return done(False, f"its states could not be had: {e}"[:200], "StateNotDelivered")
-        verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, *states)
+            return done(False, f"its state manifests could not be had: {e}"[:200], "StateNotDelivered")
+        try:
+            wanted = trainer.check_parts(seed, *manifests)
+        except StateError as e:
+            return done(False, f"refused: {e}"[:200], "StateMismatch")
+        try:
+            parts = await self._fetch_parts(wanted, holder)
+        except (BlobFetchError, OSError, TimeoutError) as e:
+            return done(False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered")
+        c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
+                      bytes=sum(len(b) for b in parts.values()) + sum(len(m) for m in manifests))  # fmt: skip
+        verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, seed, manifests[0], parts,
+                                     manifests[1], parts)  # fmt: skip
         if verdict is None:
             return done(False, "we no longer hold the step's weights")
         c.events.emit("check_metrics", step=action.step, trainer=action.trainer,
@@ -438,6 +460,29 @@ class Effects:
         if verdict.passed:
             return done(True, verdict.reason)
         done(False, verdict.reason, "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch")
+
+    async def _fetch_parts(self, wanted: list[bytes], holder: list[PeerAddress]) -> dict[bytes, bytes]:
+        """The parts a check reads, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times, within a deadline
+        that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails every try)."""
+        fetcher, parts = self.c.node.fetcher, {}
+        queue = list(reversed(wanted))
+
+        async def worker() -> None:
+            while queue:
+                h = queue.pop()
+                for attempt in range(PART_TRIES):
+                    try:
+                        parts[h] = await fetcher.fetch(h, holder, max_size=PART_SIZE)
+                        break
+                    except BlobFetchError:
+                        if attempt == PART_TRIES - 1:
+                            raise
+
+        async with asyncio.timeout(CHECK_SLACK + len(wanted) * PART_SIZE / CHECK_RATE):
+            async with asyncio.TaskGroup() as group:
+                for _ in range(CHECK_PARALLEL):
+                    group.create_task(worker())
+        return parts
 
     def _ReportCheck(self, action: ReportCheck) -> None:
         c = self.c

@@ -311,6 +311,7 @@ class Check:
     trainer: int
     commitment: bytes
     previous: bytes
+    seed: int  # the chain's check seed of `step`: it also draws the bands the check compares
 
 
 @dataclass(frozen=True)
@@ -920,7 +921,7 @@ class ClientMachine:
                 if trainer == self.index or trainer not in previous:
                     continue  # its first step of the epoch: its earlier state was never committed to us
                 if self.index in self.core.check_plan(view.run.data[8:], step, seed, trainer):
-                    out.append(Check(self.epoch, step, trainer, commitment, previous[trainer]))
+                    out.append(Check(self.epoch, step, trainer, commitment, previous[trainer], seed))
         return out
 
     def _on_checked(self, event: Checked) -> list[Action]:

@@ -2,7 +2,7 @@
 
 The model's jobs (train, apply, load, digest, checksum, evaluate, verify_step, start_epoch) run on the
 one model worker (runtime/worker.py: one thread, in order), so they may block; the cheap reads (check,
-payload_size, state_size, can_verify, device, model) are also made from the event loop and must not.
+payload_size, state_manifest_limit, check_parts, can_verify, device, model) are also made from the event loop and must not.
 
 Implemented by `trainer.LocalReplica` (the whole model in this process), `synthetic.SyntheticReplica`
 (payloads of the real size without training), `slowdown.SlowedReplica` (a wrapper) and
@@ -17,7 +17,7 @@ Torch and the verifier's types appear only in annotations, so importing the seam
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -95,13 +95,19 @@ class Replica(Protocol):
 
     # -- committed state and checks of other trainers -----------------------------------------------
     @property
-    def state_size(self) -> int:
-        """The largest optimizer state a trainer of this run commits (the fetch limit of a check)."""
+    def state_manifest_limit(self) -> int:
+        """The largest manifest of a state a trainer of this run commits (the fetch limit of a check)."""
+
+    def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
+        """The parts of a trainer's two committed states (manifests `before`, `after`) a check drawn with
+        `seed` reads; StateError when a manifest is not one of this run's states."""
 
     def can_verify(self, step: int) -> bool:
         """Whether we hold what a check of `step` replays from."""
 
-    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
-                    state_after: bytes) -> Verdict | None:  # fmt: skip
-        """Replay a trainer's `published` result of `step` from the states it committed; None when we
-        cannot (we no longer hold the step's starting weights)."""
+    def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
+                    before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
+        """Replay a trainer's `published` result of `step` from the states it committed (their manifests and
+        the parts `check_parts` named) and compare the bands `seed` samples; None when we cannot (we no
+        longer hold the step's starting weights)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +193,10 @@ class ShardedReplica:
     def payload_size(self) -> int:
         return self.codec.size
 
-    state_size = 0  # a sharded member commits no optimizer state yet
+    state_manifest_limit = 0  # a sharded member commits no optimizer state yet
+
+    def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
+        return []  # never asked: can_verify is false
 
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         if verified:
@@ -231,8 +234,9 @@ class ShardedReplica:
     def can_verify(self, step: int) -> bool:
         return False
 
-    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
-                    state_after: bytes) -> None:  # fmt: skip
+    def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
+                    before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> None:  # fmt: skip
         return None
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,8 +51,11 @@ class SlowedReplica:
         return self.inner.payload_size
 
     @property
-    def state_size(self) -> int:
-        return self.inner.state_size
+    def state_manifest_limit(self) -> int:
+        return self.inner.state_manifest_limit
+
+    def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
+        return self.inner.check_parts(seed, before, after)
 
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         self.inner.start_epoch(start_step, cold, verified)
@@ -78,6 +81,8 @@ class SlowedReplica:
     def can_verify(self, step: int) -> bool:
         return self.inner.can_verify(step)
 
-    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
-                    state_after: bytes) -> Verdict | None:  # fmt: skip
-        return self.inner.verify_step(step, published, previous, state_before, state_after)
+    def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
+                    before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
+        return self.inner.verify_step(step, published, previous, seed, state_before, before_parts, state_after,
+                                      after_parts)

@@ -15,7 +15,7 @@ import hashlib
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,13 +60,17 @@ class SyntheticReplica:
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         pass
 
-    state_size = 0
+    state_manifest_limit = 0
+
+    def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
+        return []  # never asked: can_verify is false
 
     def can_verify(self, step: int) -> bool:
         return False  # nothing is trained, so nothing can be replayed
 
-    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
-                    state_after: bytes) -> Verdict | None:  # fmt: skip
+    def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
+                    before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
         return None  # the same: no weights to replay from (can_verify says so before any fetch)
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,8 +42,15 @@ from ..model import (
 )
 from ..training import train_step
 from ..verify import Replayer, Verdict, check_step
+from ..verify.sample import (
+    CommittedParts,
+    manifest_limit,
+    parts_to_fetch,
+    sample_bands,
+    state_manifest,
+)
 from ..verify.snapshots import WeightSnapshots
-from ..verify.state import CommittedState, read_state_into, state_size, write_state
+from ..verify.state import CommittedState, StateError, read_state_into, write_state
 from .replica import Aborted, PayloadHeader, StepOutput
 
 
@@ -190,14 +197,19 @@ class LocalReplica:
         never overwrites a file a server may be reading)."""
         folder = self.scratch / "states"
         folder.mkdir(exist_ok=True)
-        written = write_state(self.optimizer, step, folder / f"state-{step}.partial")
-        path = folder / f"state-{step}-{written.commitment.hex()[:16]}.bin"
-        written.path.replace(path)
+        partial = folder / f"state-{step}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        written = write_state(self.optimizer, step, partial)
+        path = folder / f"state-{step}-{written.commitment.hex()[:16]}"
+        if path.exists():  # the same state committed again: the one being served stays
+            shutil.rmtree(partial)
+        else:
+            partial.replace(path)
         self._states.setdefault(step, []).append(path)
         for old in [s for s in self._states if s <= step - KEPT_STATES]:
             for stale in self._states.pop(old):
-                stale.unlink(missing_ok=True)
-        return replace(written, path=path)
+                shutil.rmtree(stale, ignore_errors=True)
+        return replace(written, root=path)
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         """Sign-SGD along the aggregate of the round's accepted results (every replica: the same bits)."""
@@ -210,38 +222,53 @@ class LocalReplica:
         return PayloadHeader(result.step, (result.batch.start, result.batch.end), result.state)
 
     @property
-    def state_size(self) -> int:
-        """The largest optimizer state a trainer of this run commits (the fetch limit of a check)."""
-        return state_size(self.optimizer.layout, has_sent=True)
+    def state_manifest_limit(self) -> int:
+        """The largest manifest of a state a trainer of this run commits (the fetch limit of a check)."""
+        return manifest_limit(self.optimizer.layout)
+
+    def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
+        """The parts of a trainer's two committed states (their manifests `before` and `after`) that a check
+        drawn with `seed` reads; StateError when a manifest is not one of this run's states."""
+        layout = self.optimizer.layout
+        return parts_to_fetch(layout, sample_bands(layout, seed), state_manifest(before, layout),
+                              state_manifest(after, layout))  # fmt: skip
 
     def can_verify(self, step: int) -> bool:
         """Whether we hold the weights a check of `step` replays from (we trained that step ourselves)."""
         return step in self.snapshots
 
-    def verify_step(self, step: int, published: bytes, previous: bytes, state_before: bytes,
-                    state_after: bytes) -> Verdict | None:  # fmt: skip
-        """Replay a trainer's `published` result of `step` from the states it committed (`state_before`
-        hashes to the state in its `previous` result, of step - 1; `state_after` to the one in
-        `published`) and the weights every replica held at the step's start. None: we do not hold those
+    def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
+                    before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
+        """Replay a trainer's `published` result of `step` from the states it committed (manifest
+        `state_before` should hash to the state in its `previous` result, of step - 1; `state_after` to the
+        one in `published`; the parts are those `check_parts(seed, ...)` named) and the weights every
+        replica held at the step's start, and compare the bands `seed` samples. None: we do not hold those
         weights (we did not train that step ourselves), so we cannot check it."""
         if step not in self.snapshots:
             return None
         header, before = self.check(published), self.check(previous)
         batch = BatchId(*header.batch)
         sequences = self.data.sequences(batch)
+        layout = self.optimizer.layout
+        try:
+            supplied = (CommittedParts(state_manifest(state_before, layout), before_parts),
+                        CommittedParts(state_manifest(state_after, layout), after_parts))  # fmt: skip
+        except StateError as e:
+            return Verdict(False, f"refused: {e}")
         # the check borrows our model and optimizer (no second replica): ours wait on disk meanwhile
         self._stash.take(0, self.model)
-        own = write_state(self.optimizer, 0, self._stash.root / "own-state.bin")
+        own = write_state(self.optimizer, 0, self._stash.root / "own-state", signs=False)
         try:
             replayer = Replayer.borrowing(self.model, self.optimizer, self.micro_batch_size)
             return check_step(replayer, step=step, batch=batch, sequences=sequences,
                               weights=lambda model: self.snapshots.load_into(step, model), published=published,
-                              state_before=state_before, state_before_commitment=before.state,
-                              state_after=state_after, state_after_commitment=header.state)  # fmt: skip
+                              state_before=supplied[0], state_before_commitment=before.state,
+                              state_after=supplied[1], state_after_commitment=header.state, seed=seed)  # fmt: skip
         finally:
             self.optimizer.abandon_step()  # a replay stopped midway leaves no lookahead or gradients behind
             self._stash.load_into(0, self.model)
-            read_state_into(self.optimizer, own.path)
+            read_state_into(self.optimizer, own.root)
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         """Held-out loss on the first `max_sequences` of the validation split (the same ones everywhere)."""

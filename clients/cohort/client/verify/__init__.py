@@ -1,8 +1,9 @@
 """Verification of honest work by momentum-committed recomputation (see README.md).
 
-A trainer publishes with its result of step s the sha256 of its optimizer state after step s;
-a verifier drawn after the commitment gets the states after s - 1 and s, replays step s with
-the real optimizer code and compares. Plain tensors and bytes; never imports the SDK.
+A trainer publishes with its result of step s the commitment of its optimizer state after step s
+(the sha256 of a manifest of hashed parts); a verifier drawn after the commitment fetches the sign
+plane and a seed-sampled few bands of the states after s - 1 and s, replays step s with the real
+optimizer code and compares the sampled bands. Plain tensors and bytes; never imports the SDK.
 """
 
 from .check import check_step
@@ -22,32 +23,47 @@ from .compare import (
     tiles_agreement,
 )
 from .recompute import Replay, Replayer, StepInputs, snapshot_weights
+from .sample import (
+    CHECK_SAMPLES,
+    CommittedParts,
+    MissingPart,
+    Sample,
+    commit,
+    parts_to_fetch,
+    sample_bands,
+    sample_seed,
+    state_manifest,
+)
 from .state import (
     BEFORE_ANY_STEP,
+    CommittedState,
     OptimizerState,
     StateError,
     StateMismatch,
     capture,
     decode_state,
     encode_state,
-    load_committed,
-    load_state_bytes,
     restore,
     state_bytes,
-    state_commitment,
+    write_state,
 )
 
 __all__ = [
     "BEFORE_ANY_STEP",
+    "CHECK_SAMPLES",
     "MAX_MOMENTUM_ERROR",
     "MAX_SENT_ERROR",
     "MAX_VALUE_ERROR",
     "MIN_INDEX_AGREEMENT",
     "MIN_SIGN_AGREEMENT",
+    "CommittedParts",
+    "CommittedState",
+    "MissingPart",
     "OptimizerState",
     "PayloadAgreement",
     "Replay",
     "Replayer",
+    "Sample",
     "StateAgreement",
     "StateError",
     "StateMismatch",
@@ -56,16 +72,19 @@ __all__ = [
     "Verdict",
     "capture",
     "check_step",
+    "commit",
     "compare_payloads",
     "compare_states",
     "decode_state",
     "encode_state",
     "judge",
-    "load_committed",
-    "load_state_bytes",
+    "parts_to_fetch",
     "restore",
+    "sample_bands",
+    "sample_seed",
     "snapshot_weights",
     "state_bytes",
-    "state_commitment",
+    "state_manifest",
     "tiles_agreement",
+    "write_state",
 ]

@@ -10,6 +10,7 @@ below sit between the two; the README lists the measurements behind them.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -18,6 +19,7 @@ from ..distro import BatchId, DistroConfig, Layout, SparseTiles, WireCodec
 from ..distro.compress import densify
 from ..distro.dct import decode, decode_sparse, sparse_pays
 from ..distro.layout import BandSlice
+from .sample import Sample, SampledState
 from .state import OptimizerState
 
 # Measured by benchmarks/integrity/verifier_study.py (tiny Llama, 4 replicas, 1-bit and bf16
@@ -78,35 +80,54 @@ def _relative(diff_sq: float, ref_sq: float) -> float:
     return math.sqrt(diff_sq / ref_sq)
 
 
-def tiles_agreement(
-    codec: WireCodec, published: tuple[SparseTiles, ...], replayed: tuple[SparseTiles, ...]
-) -> tuple[float, float, float]:
-    """(index agreement, sign agreement on shared picks, relative L2 of the dense values)."""
-    kept = shared = same_sign = 0
-    diff_sq = ref_sq = 0.0
-    for b, whole_p, whole_r in zip(codec.layout.buckets, published, replayed, strict=True):
-        kept += b.kept
-        ref_sq += _sq(whole_r.values)
+def _tile_runs(layout: Layout, samples: Sequence[Sample] | None) -> Iterator[tuple[int, slice]]:
+    """(bucket, tile rows) to compare: the samples' tiles, or every tile in bounded runs."""
+    if samples is not None:
+        for s in samples:
+            yield s.bucket, s.band.tiles
+        return
+    for i, b in enumerate(layout.buckets):
         rows = max(1, COMPARE_VALUES // b.totalk)  # tiles densified at once (bounded temporaries)
         for lo in range(0, b.num_tiles, rows):
-            part = slice(lo, lo + rows)
-            p = SparseTiles(whole_p.indices[part], whole_p.values[part])
-            r = SparseTiles(whole_r.indices[part], whole_r.values[part])
-            both = _picks(p, b.totalk) & _picks(r, b.totalk)
-            dp, dr = densify(p, b.totalk), densify(r, b.totalk)
-            shared += int(both.sum())
-            same_sign += int((dp.sign() == dr.sign())[both].sum())
-            diff_sq += _sq(dp - dr)
+            yield i, slice(lo, min(lo + rows, b.num_tiles))
+
+
+def tiles_agreement(
+    codec: WireCodec,
+    published: tuple[SparseTiles, ...],
+    replayed: tuple[SparseTiles, ...],
+    samples: Sequence[Sample] | None = None,
+) -> tuple[float, float, float]:
+    """(index agreement, sign agreement on shared picks, relative L2 of the dense values), over the
+    sampled tiles (all of them without `samples`)."""
+    kept = shared = same_sign = 0
+    diff_sq = ref_sq = 0.0
+    for i, part in _tile_runs(codec.layout, samples):
+        b = codec.layout.buckets[i]
+        p = SparseTiles(published[i].indices[part], published[i].values[part])
+        r = SparseTiles(replayed[i].indices[part], replayed[i].values[part])
+        kept += p.indices.numel()
+        ref_sq += _sq(r.values)
+        both = _picks(p, b.totalk) & _picks(r, b.totalk)
+        dp, dr = densify(p, b.totalk), densify(r, b.totalk)
+        shared += int(both.sum())
+        same_sign += int((dp.sign() == dr.sign())[both].sum())
+        diff_sq += _sq(dp - dr)
     sign = same_sign / shared if shared else 0.0
-    return shared / kept, sign, _relative(diff_sq, ref_sq)
+    return (shared / kept if kept else 0.0), sign, _relative(diff_sq, ref_sq)
 
 
 def compare_payloads(
-    codec: WireCodec, published: bytes, replayed: bytes, step: int, batch: BatchId
+    codec: WireCodec,
+    published: bytes,
+    replayed: bytes,
+    step: int,
+    batch: BatchId,
+    samples: Sequence[Sample] | None = None,
 ) -> PayloadAgreement:
-    """Decode both payloads with the run's codec and measure how far apart they are."""
+    """Decode both payloads with the run's codec and measure how far apart they are (on the sampled tiles)."""
     pub, rep = codec.decode(published).result, codec.decode(replayed).result
-    index, sign, value = tiles_agreement(codec, pub.tiles, rep.tiles)
+    index, sign, value = tiles_agreement(codec, pub.tiles, rep.tiles, samples)
     header_ok = pub.step == step and pub.batch == batch
     return PayloadAgreement(header_ok, index, sign, value)
 
@@ -116,58 +137,67 @@ def _sq(x: torch.Tensor) -> float:
     return float(x.pow(2).sum(dtype=torch.float64))
 
 
-def _carried_rows(
-    before: OptimizerState, index: int, band: BandSlice, layout: Layout, config: DistroConfig
-) -> torch.Tensor:
-    """Rows `band` of what `generate` makes of the earlier momentum before adding this step's gradient:
+def _carried_rows(rows: torch.Tensor, sent: SparseTiles | None, band: BandSlice, layout: Layout,
+                  config: DistroConfig) -> torch.Tensor:  # fmt: skip
+    """What `generate` makes of a band's earlier momentum `rows` before adding this step's gradient:
     decay * (momentum - IDCT(last transmission))."""
     b = band.bucket
-    m = before.momentum[index].reshape(-1, b.row_width)[band.start : band.end]
-    if before.sent is not None:
-        t = before.sent[index]
-        indices, values = t.indices[band.tiles], t.values[band.tiles]
+    if sent is not None:
         plan = (b.tile, band.shape, layout.transform)
         if sparse_pays(b.topk, b.tile):
-            m = m - decode_sparse(indices, values, *plan)
+            rows = rows - decode_sparse(sent.indices, sent.values, *plan)
         else:
-            m = m - decode(densify(SparseTiles(indices, values), b.totalk), *plan)
-    return m * config.compression_decay
+            rows = rows - decode(densify(sent, b.totalk), *plan)
+    return rows * config.compression_decay
 
 
 def compare_states(
-    supplied: OptimizerState,
+    supplied: SampledState,
     replayed: OptimizerState,
-    before: OptimizerState,
+    before: SampledState,
     layout: Layout,
     config: DistroConfig,
+    samples: Sequence[Sample],
 ) -> StateAgreement:
-    """Distance of the supplied state after the step from the replayed one: the momentum relative
-    to what the step itself added to it (lr * gradient, so the measure does not shrink as the
-    momentum grows over a run), the last transmission relative to its own size. Band by band, so
-    its temporaries stay bounded whatever the model's size."""
+    """Distance of the supplied state after the step from the replayed one on the sampled bands: the momentum
+    relative to what the step itself added to it (lr * gradient, so the measure does not shrink as the
+    momentum grows over a run), the last transmission relative to its own size."""
     diff_sq = ref_sq = 0.0
-    for i, b in enumerate(layout.buckets):
-        for band in b.bands(COMPARE_VALUES):
-            rows = slice(band.start, band.end)
-            s = supplied.momentum[i].reshape(-1, b.row_width)[rows]
-            r = replayed.momentum[i].reshape(-1, b.row_width)[rows].to(s.device)
-            diff_sq += _sq(s - r)  # exact for nearby values (Sterbenz)
-            ref_sq += _sq(r - _carried_rows(before, i, band, layout, config))
+    for k, s in enumerate(samples):
+        b, band = layout.buckets[s.bucket], s.band
+        r = replayed.momentum[s.bucket].reshape(-1, b.row_width)[band.start : band.end].cpu()
+        diff_sq += _sq(supplied.momentum[k] - r)  # exact for nearby values (Sterbenz)
+        earlier = None if before.sent is None else before.sent[k]
+        ref_sq += _sq(r - _carried_rows(before.momentum[k], earlier, band, layout, config))
     momentum = _relative(diff_sq, ref_sq)
     if supplied.sent is None or replayed.sent is None:
-        sent = 0.0 if supplied.sent is replayed.sent else math.inf
+        sent = 0.0 if supplied.sent is None and replayed.sent is None else math.inf
     else:
         diff_sq = ref_sq = 0.0
-        for b, s, r in zip(layout.buckets, supplied.sent, replayed.sent, strict=True):
-            rows = max(1, COMPARE_VALUES // b.totalk)
-            for lo in range(0, b.num_tiles, rows):
-                part = slice(lo, lo + rows)
-                ps = SparseTiles(s.indices[part], s.values[part])
-                pr = SparseTiles(r.indices[part].cpu(), r.values[part].cpu())
-                diff_sq += _sq(densify(ps, b.totalk) - densify(pr, b.totalk))
-                ref_sq += _sq(pr.values)
+        for k, s in enumerate(samples):
+            b, tiles = layout.buckets[s.bucket], s.band.tiles
+            r = replayed.sent[s.bucket]
+            pr = SparseTiles(r.indices[tiles].cpu(), r.values[tiles].cpu())
+            diff_sq += _sq(densify(supplied.sent[k], b.totalk) - densify(pr, b.totalk))
+            ref_sq += _sq(pr.values)
         sent = _relative(diff_sq, ref_sq)
     return StateAgreement(momentum, sent)
+
+
+def exactly_equal(supplied: SampledState, replayed: OptimizerState, layout: Layout,
+                  samples: Sequence[Sample]) -> bool:  # fmt: skip
+    """The supplied state equals the replayed one bit for bit on the sampled bands."""
+    for k, s in enumerate(samples):
+        b, band = layout.buckets[s.bucket], s.band
+        r = replayed.momentum[s.bucket].reshape(-1, b.row_width)[band.start : band.end].cpu()
+        if not torch.equal(supplied.momentum[k], r):
+            return False
+        if supplied.sent is not None and replayed.sent is not None:
+            t = replayed.sent[s.bucket]
+            if not (torch.equal(supplied.sent[k].indices, t.indices[s.band.tiles].cpu())
+                    and torch.equal(supplied.sent[k].values, t.values[s.band.tiles].cpu())):  # fmt: skip
+                return False
+    return (supplied.sent is None) == (replayed.sent is None)
 
 
 def judge(

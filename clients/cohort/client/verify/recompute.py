@@ -41,7 +41,8 @@ class StepInputs:
     batch: BatchId
     # every replica's parameters at the start of `step`: by name, or a loader that puts them into a model
     weights: Mapping[str, torch.Tensor] | Callable[[torch.nn.Module], None]
-    state_before: OptimizerState  # X's state after step - 1
+    # X's state after step - 1, or what a check restores of it (the sign plane and its sampled bands)
+    state_before: OptimizerState | Callable[[DistroOptimizer], None]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,10 @@ class Replayer:
                 for name, p in params.items():
                     p.copy_(inputs.weights[name])
         self.model.zero_grad(set_to_none=True)
-        restore(self.optimizer, inputs.state_before)
+        if callable(inputs.state_before):
+            inputs.state_before(self.optimizer)
+        else:
+            restore(self.optimizer, inputs.state_before)
         device = next(self.model.parameters()).device
         result, loss = train_step(
             self.model,

@@ -19,9 +19,19 @@ Layout (little-endian), version 1:
 
 Every size follows from the plan, so `decode_state` is strict, and equal states give equal bytes.
 
-A trainer writes its state straight to a file (`write_state`: bucket by bucket, hashed as it goes, never
-whole in memory), and a replica stashes and restores its own the same way (`read_state_into`); decoding
-supplied bytes shares their buffer instead of copying it.
+The commitment: a state is committed as a directory of two files, `state.bin` (the bytes above) and
+`signs.bin` (the sign of every momentum value, 2 bits each: what the lookahead reads of the whole state),
+cut into `PART_SIZE` parts and listed in a checkpoint-style manifest (p2p/manifest.py); the commitment a
+result carries is the manifest's sha256. So a check fetches the manifest, the sign plane and only the parts
+that hold the tile bands its seed samples (sample.py) — a small fraction of the state, from anyone who holds
+those parts — and every part is checked against its hash on arrival.
+
+    signs.bin  per bucket: ceil(numel / 4) bytes, value j's code in bits 2(j % 4)..+1 of byte j // 4:
+               0 = zero, 1 = positive, 2 = negative (3 is refused)
+
+A trainer writes its state straight to disk (`write_state`: bucket by bucket, parts hashed as they are
+written, never whole in memory), and a replica stashes and restores its own the same way
+(`read_state_into`); decoding supplied bytes shares their buffer instead of copying it.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import hashlib
 import struct
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +48,11 @@ import numpy as np
 import torch
 
 from ..distro import DistroOptimizer, Layout, SparseTiles
+from ..p2p.manifest import FileEntry, Manifest
 
+STATE_FILE = "state.bin"
+SIGNS_FILE = "signs.bin"
+PART_SIZE = 1 << 20  # bytes a committed part holds: the unit a check fetches and proves
 MAGIC = b"CDTS"
 VERSION = 1
 HEADER = struct.Struct("<4sHBBQ32s")
@@ -65,14 +79,26 @@ class OptimizerState:
 
 @dataclass(frozen=True)
 class CommittedState:
-    """A state a trainer committed to, on disk: served to verifiers by range, never held whole in memory."""
+    """A state a trainer committed to, on disk in `root` (`state.bin`, `signs.bin`): served to verifiers part
+    by part, never held whole in memory."""
 
-    path: Path
-    size: int
-    commitment: bytes  # sha256 of the file's bytes (the hash its result carries)
+    root: Path
+    manifest: Manifest
 
-    def read(self) -> bytes:
-        return self.path.read_bytes()
+    @property
+    def commitment(self) -> bytes:
+        """The manifest's sha256: the hash its result carries."""
+        return self.manifest.hash()
+
+    def read_parts(self, wanted: Collection[bytes] | None = None) -> dict[bytes, bytes]:
+        """Its parts by hash (those in `wanted`, or every one): what a verifier fetches of it."""
+        parts = {}
+        for ref in self.manifest.chunk_refs():
+            if (wanted is None or ref.hash in wanted) and ref.hash not in parts:
+                with open(self.root / self.manifest.files[ref.file_index].name, "rb") as f:
+                    f.seek(ref.offset)
+                    parts[ref.hash] = f.read(ref.size)
+        return parts
 
 
 def capture(optimizer: DistroOptimizer, step: int, copy: bool = True) -> OptimizerState:
@@ -140,29 +166,83 @@ def encode_state(state: OptimizerState, layout: Layout) -> bytes:
     return b"".join(bytes(part) for part in state_parts(state, layout))
 
 
-def state_commitment_of(state: OptimizerState, layout: Layout) -> bytes:
-    """`state_commitment(encode_state(state))`, hashed piece by piece (no copy of the state)."""
-    digest = hashlib.sha256()
-    for part in state_parts(state, layout):
-        digest.update(part)
-    return digest.digest()
+class _PartHashes:
+    """sha256 of each `PART_SIZE` piece of a stream, as it is written."""
+
+    def __init__(self) -> None:
+        self.done: list[bytes] = []
+        self._open, self._filled, self.size = hashlib.sha256(), 0, 0
+
+    def update(self, data: memoryview | bytes) -> None:
+        view = memoryview(data).cast("B")
+        self.size += len(view)
+        while len(view):
+            take = min(len(view), PART_SIZE - self._filled)
+            self._open.update(view[:take])
+            self._filled += take
+            view = view[take:]
+            if self._filled == PART_SIZE:
+                self.done.append(self._open.digest())
+                self._open, self._filled = hashlib.sha256(), 0
+
+    def finish(self) -> tuple[bytes, ...]:
+        if self._filled:
+            self.done.append(self._open.digest())
+            self._open, self._filled = hashlib.sha256(), 0
+        return tuple(self.done)
 
 
-def write_state(optimizer: DistroOptimizer, step: int, path: Path) -> CommittedState:
-    """Write the optimizer's state after `step` to `path`, hashing it as it goes (no copy of the state
-    in memory: the momentum is read where it lies)."""
-    digest, size = hashlib.sha256(), 0
-    with open(path, "wb") as f:
+def sign_codes(values: np.ndarray) -> np.ndarray:
+    """Packed 2-bit sign codes of `values` (a multiple of 4 of them, or padded with zeros)."""
+    codes = (values > 0).astype(np.uint8) | ((values < 0).astype(np.uint8) << 1)
+    if codes.size % 4:
+        codes = np.concatenate([codes, np.zeros(4 - codes.size % 4, np.uint8)])
+    quads = codes.reshape(-1, 4)
+    return quads[:, 0] | (quads[:, 1] << 2) | (quads[:, 2] << 4) | (quads[:, 3] << 6)
+
+
+def signs_of(packed: bytes | memoryview, count: int) -> torch.Tensor:
+    """The signs (-1, 0, 1 as float32) of `count` values from their packed codes; StateError on code 3."""
+    raw = np.frombuffer(packed, dtype=np.uint8)
+    if raw.size * 4 < count:
+        raise StateError("sign plane is truncated")
+    codes = np.stack([(raw >> shift) & 3 for shift in (0, 2, 4, 6)], axis=1).reshape(-1)[:count]
+    if (codes == 3).any():
+        raise StateError("sign plane holds an invalid code")
+    return torch.from_numpy((codes & 1).astype(np.float32) - (codes >> 1).astype(np.float32))
+
+
+def signs_size(layout: Layout) -> int:
+    return sum(-(-b.numel // 4) for b in layout.buckets)
+
+
+def write_state(optimizer: DistroOptimizer, step: int, root: Path, *, signs: bool = True) -> CommittedState:
+    """Write the optimizer's state after `step` into the directory `root` (`state.bin`, and `signs.bin`
+    unless `signs` is false: a stash nobody checks), hashing its parts as they are written (no copy of the
+    state in memory: the momentum is read where it lies)."""
+    root.mkdir(parents=True, exist_ok=True)
+    state_hashes, sign_hashes = _PartHashes(), _PartHashes()
+    with open(root / STATE_FILE, "wb") as f:
         for part in state_parts(capture(optimizer, step, copy=False), optimizer.layout):
-            digest.update(part)
+            state_hashes.update(part)
             f.write(part)
-            size += len(part)
-    return CommittedState(path, size, digest.digest())
+    files = [FileEntry(STATE_FILE, state_hashes.size, state_hashes.finish())]
+    if signs:
+        with open(root / SIGNS_FILE, "wb") as f:
+            for m in optimizer.momentum:
+                flat = m.detach().reshape(-1)
+                for lo in range(0, flat.numel(), STREAM_VALUES):  # STREAM_VALUES is a multiple of 4
+                    packed = sign_codes(flat[lo : lo + STREAM_VALUES].cpu().numpy())
+                    sign_hashes.update(packed)
+                    f.write(memoryview(packed))
+        files.insert(0, FileEntry(SIGNS_FILE, sign_hashes.size, sign_hashes.finish()))
+    return CommittedState(root, Manifest(PART_SIZE, tuple(files)))
 
 
 def read_state_into(optimizer: DistroOptimizer, path: Path) -> None:
-    """Restore a state `write_state` wrote, reading the momentum straight into the optimizer's buffers."""
+    """Restore a state `write_state` wrote (its directory or its `state.bin`), reading the momentum straight into the optimizer's buffers."""
     layout = optimizer.layout
+    path = path / STATE_FILE if path.is_dir() else path
     with open(path, "rb") as f:
         header = f.read(HEADER.size)
         magic, version, has_sent, _, _, digest = HEADER.unpack(header)
@@ -249,33 +329,6 @@ def decode_state(data: bytes, layout: Layout) -> OptimizerState:
     return OptimizerState(step, digest, tuple(momentum), sent)
 
 
-def state_commitment(data: bytes) -> bytes:
-    """The sha256 a trainer publishes with its result of step s for its state after step s."""
-    return hashlib.sha256(data).digest()
-
-
-def load_committed(
-    data: bytes, commitment: bytes, layout: Layout, step: int | None = None
-) -> OptimizerState:
-    """Decode state bytes a trainer supplied, refusing them unless they hash to its commitment
-    (and, given `step`, were taken after that step)."""
-    if state_commitment(data) != commitment:
-        raise StateMismatch("the supplied state does not match the trainer's commitment")
-    state = decode_state(data, layout)
-    if step is not None and state.step != step:
-        raise StateError(f"the supplied state was taken after step {state.step}, not {step}")
-    return state
-
-
 def state_bytes(optimizer: DistroOptimizer, step: int) -> bytes:
-    """`encode_state(capture(optimizer, step))`: what a trainer hashes after each step."""
+    """`encode_state(capture(optimizer, step))`: the bytes of `state.bin` for the optimizer's state."""
     return encode_state(capture(optimizer, step), optimizer.layout)
-
-
-def load_state_bytes(
-    optimizer: DistroOptimizer, data: bytes, commitment: bytes, step: int | None = None
-) -> OptimizerState:
-    """Restore committed state bytes into `optimizer` (refused unless they match the commitment)."""
-    state = load_committed(data, commitment, optimizer.layout, step)
-    restore(optimizer, state)
-    return state

@@ -1,0 +1,310 @@
+"""What a check fetches of a trainer's committed states, and what it makes of them.
+
+A check does not need a trainer's whole state (4 B/param + 8 B per kept coefficient, twice): the replay's
+forward/backward reads the weights every replica holds and, through the lookahead, only the *sign* of each
+momentum value; the momentum and last transmission themselves enter the step tile by tile. So the check's
+seed samples `CHECK_SAMPLES` runs of whole tile bands (`SAMPLE_VALUES` values each), and the verifier fetches
+the state's sign plane (2 bits a value) before the step, and the parts holding the sampled bands of the
+state before and after it. It replays the whole forward/backward and compares the payload's tiles and the
+states on the sampled bands only: ~0.25 B/param + a fixed ~2 × 8 × 1 MiB per check instead of ~16 B/param,
+and the same parts serve every verifier of the check (content-addressed: any holder may serve them).
+
+The sample is drawn from the check's seed, fixed on chain after the trainer committed its state, so the
+trainer cannot know which bands will be read; every verifier of one check draws the same bands, so their
+verdicts (and anyone's rerun of the check) rest on the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..distro import DistroOptimizer, Layout, SparseTiles
+from ..distro.layout import BandSlice
+from ..p2p.manifest import FileEntry, Manifest
+from .state import (
+    BEFORE_ANY_STEP,
+    HEADER,
+    MAGIC,
+    PART_SIZE,
+    SIGNS_FILE,
+    STATE_FILE,
+    STREAM_VALUES,
+    VERSION,
+    StateError,
+    decode_state,
+    sign_codes,
+    signs_of,
+    signs_size,
+    state_size,
+)
+
+SAMPLE_VALUES = 1 << 18  # momentum values in one sampled run of bands (1 MiB of the state)
+CHECK_SAMPLES = 8  # runs a check compares (every run, for models with fewer)
+
+
+class MissingPart(LookupError):
+    """A part of a committed state that the verifier did not fetch (its own gap, not the trainer's)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled run of whole tile bands: rows `band` of bucket `bucket`."""
+
+    bucket: int
+    band: BandSlice
+
+
+@dataclass(frozen=True)
+class CommittedParts:
+    """A committed state as a verifier holds it: its manifest (which hashes to the commitment) and the parts
+    it fetched, by hash (each checked against its hash on arrival)."""
+
+    manifest: Manifest
+    parts: Mapping[bytes, bytes]
+
+    @property
+    def commitment(self) -> bytes:
+        return self.manifest.hash()
+
+    def file(self, name: str) -> FileEntry:
+        for f in self.manifest.files:
+            if f.name == name:
+                return f
+        raise StateError(f"the committed state lists no {name}")
+
+    def read(self, name: str, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset + size) of file `name`, from the parts that hold them."""
+        entry = self.file(name)
+        if offset < 0 or size < 0 or offset + size > entry.size:
+            raise StateError(f"{name} holds {entry.size} bytes, not [{offset}, {offset + size})")
+        out = bytearray()
+        for k in range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE)):
+            part = self.parts.get(entry.chunks[k])
+            if part is None:
+                raise MissingPart(f"part {k} of {name} was not fetched")
+            base = k * PART_SIZE
+            out += part[max(offset, base) - base : min(offset + size, base + PART_SIZE) - base]
+        return bytes(out)
+
+
+def state_manifest(data: bytes, layout: Layout) -> Manifest:
+    """A committed state's manifest, refused (StateError) unless it is one of this layout's: its two files of
+    the sizes the layout gives, in `PART_SIZE` parts."""
+    try:
+        manifest = Manifest.decode(data)
+    except ValueError as e:
+        raise StateError(f"not a state manifest: {e}") from None
+    sizes = {f.name: f.size for f in manifest.files}
+    if manifest.chunk_size != PART_SIZE or set(sizes) != {SIGNS_FILE, STATE_FILE}:
+        raise StateError(f"a state manifest lists {SIGNS_FILE} and {STATE_FILE} in parts of {PART_SIZE} bytes")
+    if sizes[SIGNS_FILE] != signs_size(layout):
+        raise StateError(f"its sign plane is {sizes[SIGNS_FILE]} bytes, expected {signs_size(layout)}")
+    if sizes[STATE_FILE] not in (state_size(layout, False), state_size(layout, True)):
+        raise StateError(f"its state is {sizes[STATE_FILE]} bytes, which no state of this layout is")
+    return manifest
+
+
+def manifest_limit(layout: Layout) -> int:
+    """The most bytes a valid state manifest of `layout` can take (a fetch limit): ~70 B per part."""
+    parts = -(-signs_size(layout) // PART_SIZE) + -(-state_size(layout, True) // PART_SIZE)
+    return 256 + 70 * parts
+
+
+def commit(data: bytes, layout: Layout) -> CommittedParts:
+    """The committed form of state bytes held whole in memory (tests and studies), with every part."""
+    state = decode_state(data, layout)
+    signs = b"".join(sign_codes(m.reshape(-1).numpy()).tobytes() for m in state.momentum)
+    parts: dict[bytes, bytes] = {}
+    files = []
+    for name, blob in ((SIGNS_FILE, signs), (STATE_FILE, bytes(data))):
+        hashes = []
+        for lo in range(0, len(blob), PART_SIZE):
+            piece = blob[lo : lo + PART_SIZE]
+            h = hashlib.sha256(piece).digest()
+            parts[h] = piece
+            hashes.append(h)
+        files.append(FileEntry(name, len(blob), tuple(hashes)))
+    return CommittedParts(Manifest(PART_SIZE, tuple(files)), parts)
+
+
+def sample_seed(check_seed: int, trainer: int, step: int) -> bytes:
+    """The seed of one check's sample: the chain's check seed of `step`, bound to the checked trainer."""
+    return hashlib.sha256(b"cohort/check-sample" + check_seed.to_bytes(8, "little")
+                          + trainer.to_bytes(4, "little") + step.to_bytes(8, "little")).digest()  # fmt: skip
+
+
+def sample_bands(layout: Layout, seed: bytes, count: int = CHECK_SAMPLES) -> tuple[Sample, ...]:
+    """`count` distinct runs of whole tile bands (every run when there are no more), drawn from `seed`, in
+    model order."""
+    runs = [Sample(i, band) for i, b in enumerate(layout.buckets) for band in b.bands(SAMPLE_VALUES)]
+    if len(runs) <= count:
+        return tuple(runs)
+    chosen: set[int] = set()
+    for n in range(64 * count):  # distinct draws; the bound is never reached in practice
+        if len(chosen) == count:
+            break
+        draw = hashlib.sha256(seed + n.to_bytes(4, "little")).digest()
+        chosen.add(int.from_bytes(draw[:8], "little") % len(runs))
+    return tuple(runs[k] for k in sorted(chosen))
+
+
+# -- where a sample lies in state.bin and signs.bin ----------------------------------------------------------
+
+
+def _momentum_offsets(layout: Layout) -> list[int]:
+    offsets, at = [], HEADER.size
+    for b in layout.buckets:
+        offsets.append(at)
+        at += 4 * b.numel
+    return offsets
+
+
+def _sent_offsets(layout: Layout) -> list[int]:
+    offsets, at = [], HEADER.size + sum(4 * b.numel for b in layout.buckets)
+    for b in layout.buckets:
+        offsets.append(at)
+        at += 8 * b.kept
+    return offsets
+
+
+def _spans(layout: Layout, samples: Sequence[Sample], has_sent: bool) -> list[tuple[int, int]]:
+    """(offset, size) in state.bin of the header and of each sample's momentum rows and sent tiles."""
+    spans = [(0, HEADER.size)]
+    momentum, sent = _momentum_offsets(layout), _sent_offsets(layout)
+    for s in samples:
+        b, band = layout.buckets[s.bucket], s.band
+        spans.append((momentum[s.bucket] + 4 * band.start * b.row_width, 4 * (band.end - band.start) * b.row_width))
+        if has_sent:
+            tiles, k = band.tiles, b.topk
+            count = 4 * (tiles.stop - tiles.start) * k
+            spans.append((sent[s.bucket] + 4 * tiles.start * k, count))
+            spans.append((sent[s.bucket] + 4 * b.kept + 4 * tiles.start * k, count))
+    return spans
+
+
+def _has_sent(manifest: Manifest, layout: Layout) -> bool:
+    size = next(f.size for f in manifest.files if f.name == STATE_FILE)
+    return size == state_size(layout, True)
+
+
+def parts_to_fetch(layout: Layout, samples: Sequence[Sample], before: Manifest, after: Manifest) -> list[bytes]:
+    """The hashes of the parts a check reads (each once): the sign plane of the state before the step, and
+    the parts of both states that hold the header and the sampled bands."""
+    wanted: dict[bytes, None] = {}
+    for f in before.files:
+        if f.name == SIGNS_FILE:
+            wanted.update(dict.fromkeys(f.chunks))
+    for manifest in (before, after):
+        state = next(f for f in manifest.files if f.name == STATE_FILE)
+        for offset, size in _spans(layout, samples, _has_sent(manifest, layout)):
+            for k in range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE)):
+                wanted[state.chunks[k]] = None
+    return list(wanted)
+
+
+# -- what the sampled parts say ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampledState:
+    """A committed state's header and its sampled bands (per sample: momentum rows, and its tiles of the last
+    transmission when the state has one)."""
+
+    step: int
+    momentum: tuple[torch.Tensor, ...]  # (rows, row_width) per sample
+    sent: tuple[SparseTiles, ...] | None  # (tiles, k) per sample
+
+    @property
+    def fresh(self) -> bool:
+        """A fresh optimizer's state (before any step) on the sampled bands."""
+        return self.step == BEFORE_ANY_STEP and self.sent is None and not any(bool(m.any()) for m in self.momentum)
+
+
+def read_sampled(parts: CommittedParts, layout: Layout, samples: Sequence[Sample]) -> SampledState:
+    """Decode the header and sampled bands of a committed state (StateError says what is wrong)."""
+    has_sent = _has_sent(parts.manifest, layout)
+    magic, version, sent_flag, reserved, step, digest = HEADER.unpack(parts.read(STATE_FILE, 0, HEADER.size))
+    if magic != MAGIC or version != VERSION or reserved or sent_flag != has_sent:
+        raise StateError("not an optimizer state of this version")
+    if digest != layout.digest:
+        raise StateError("state was taken for a different parameter layout")
+    spans = iter(_spans(layout, samples, has_sent)[1:])
+    momentum, sent = [], []
+    for s in samples:
+        b, band = layout.buckets[s.bucket], s.band
+        raw = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<f4").astype(np.float32)
+        rows = torch.from_numpy(raw).view(band.end - band.start, b.row_width)
+        if not bool(torch.isfinite(rows).all()):
+            raise StateError("momentum values must be finite")
+        momentum.append(rows)
+        if has_sent:
+            idx = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<u4").astype(np.int64)
+            val = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<f4").astype(np.float32)
+            if idx.size and int(idx.max()) >= b.totalk:
+                raise StateError("sent index out of range for its tile")
+            sent.append(SparseTiles(torch.from_numpy(idx).view(-1, b.topk), torch.from_numpy(val).view(-1, b.topk)))
+    return SampledState(step, tuple(momentum), tuple(sent) if has_sent else None)
+
+
+def restore_sampled(optimizer: DistroOptimizer, parts: CommittedParts, before: SampledState,
+                    samples: Sequence[Sample]) -> None:  # fmt: skip
+    """Put into `optimizer` what a replay of the step after `before` reads: the sign of every momentum value
+    (all the lookahead uses), the true momentum and last transmission on the sampled bands (what generate
+    folds into the sampled tiles). The rest of the momentum holds its signs and the rest of the last
+    transmission zeros: the tiles there come out meaningless and are never compared. StateError when the
+    sign plane contradicts the sampled momentum."""
+    layout = optimizer.layout
+    at = 0
+    for b, m in zip(layout.buckets, optimizer.momentum, strict=True):
+        flat = m.detach().view(-1)
+        for lo in range(0, b.numel, STREAM_VALUES):  # a multiple of 4: slices start on a byte
+            n = min(STREAM_VALUES, b.numel - lo)
+            flat[lo : lo + n].copy_(signs_of(parts.read(SIGNS_FILE, at + lo // 4, -(-n // 4)), n))
+        at += -(-b.numel // 4)
+    for s, rows in zip(samples, before.momentum, strict=True):
+        b, band = layout.buckets[s.bucket], s.band
+        target = optimizer.momentum[s.bucket].detach().view(-1, b.row_width)[band.start : band.end]
+        if not torch.equal(torch.sign(rows).to(target.device), target):
+            raise StateError("its committed sign plane disagrees with its momentum")
+        target.copy_(rows)
+    sent = None
+    if before.sent is not None:
+        device = optimizer.momentum[0].device
+        sent = [(torch.zeros(b.num_tiles, b.topk, dtype=torch.int64, device=device),
+                 torch.zeros(b.num_tiles, b.topk, dtype=torch.float32, device=device)) for b in layout.buckets]  # fmt: skip
+        for s, tiles in zip(samples, before.sent, strict=True):
+            indices, values = sent[s.bucket]
+            indices[s.band.tiles] = tiles.indices.to(device)
+            values[s.band.tiles] = tiles.values.to(device)
+    optimizer.load_state_dict({"layout": layout.digest, "momentum": list(optimizer.momentum), "sent": sent})
+
+
+def sampled_fraction(layout: Layout, samples: Sequence[Sample]) -> float:
+    """The share of the model's values the sample covers."""
+    total = sum(b.numel for b in layout.buckets)
+    covered = sum((s.band.end - s.band.start) * layout.buckets[s.bucket].row_width for s in samples)
+    return covered / total if total else 0.0
+
+
+__all__ = [
+    "CHECK_SAMPLES",
+    "SAMPLE_VALUES",
+    "CommittedParts",
+    "MissingPart",
+    "Sample",
+    "SampledState",
+    "commit",
+    "manifest_limit",
+    "parts_to_fetch",
+    "read_sampled",
+    "restore_sampled",
+    "sample_bands",
+    "sample_seed",
+    "sampled_fraction",
+    "state_manifest",
+]
