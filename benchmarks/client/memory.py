@@ -5,6 +5,7 @@ weight snapshots and committed states a member keeps, and one real check replaye
 
     .venv/bin/python benchmarks/client/memory.py                   # ~10M, ~100M, ~400M (minutes)
     .venv/bin/python benchmarks/client/memory.py --sizes 1.2b      # the llama-1b shape (run alone: ~20 GB)
+    .venv/bin/python benchmarks/client/memory.py --activation-checkpointing   # activations of one layer
 
 Each size and mode runs in a fresh process (so peaks do not mix); phases are measured with the kernel's
 peak counter (VmHWM), reset between phases through /proc/self/clear_refs. Random tokens over a 32k
@@ -44,7 +45,7 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 
 
-def child(size: str, verified: bool) -> dict:
+def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
     import torch
 
     from cohort.client.data import BatchId
@@ -88,7 +89,7 @@ def child(size: str, verified: bool) -> dict:
         phases[name] = max(phases.get(name, 0.0), float(_status("VmHWM") - baseline))
         return out
 
-    replica = phase("build", trainer_module.LocalReplica, spec, seed=1)
+    replica = phase("build", trainer_module.LocalReplica, spec, seed=1, activation_checkpointing=checkpointing)
     params = sum(p.numel() for p in replica.model.parameters())
     replica.start_epoch(0, cold=False, verified=verified)
     states: dict[
@@ -127,17 +128,20 @@ def main() -> None:
         "--sizes", nargs="+", default=["10m", "100m", "400m"], choices=sorted(SHAPES)
     )
     parser.add_argument("--modes", nargs="+", default=["off", "on"], choices=["off", "on"])
+    parser.add_argument("--activation-checkpointing", action="store_true",
+                        help="recompute each layer's activations in the backward (LocalReplica's option)")
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1] == "on")))
+        print(json.dumps(child(args.child[0], args.child[1] == "on", args.activation_checkpointing)))
         return
     print(f"{'model':>6} {'params':>13} {'verif.':>6} | {'train':>6} {'apply':>6} {'check':>6} | peak B/param "
           f"(above imports) | train s  apply s  check s")  # fmt: skip
     for size in args.sizes:
         for mode in args.modes:
+            flags = ["--activation-checkpointing"] if args.activation_checkpointing else []
             run = subprocess.run(
-                [sys.executable, __file__, "--child", size, mode], capture_output=True, text=True
+                [sys.executable, __file__, "--child", size, mode, *flags], capture_output=True, text=True
             )
             if run.returncode != 0:
                 print(f"{size:>6} {mode:>6}: failed: {run.stderr.strip().splitlines()[-1:]}")

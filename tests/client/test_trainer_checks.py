@@ -116,3 +116,18 @@ def test_a_check_borrows_the_verifiers_replica_and_gives_it_back_unchanged(repli
     assert verifier.verify_step(3, published, previous, SEED, before[0], before[1], after[0], after[1]).passed
     assert verifier.digest() == digest and state() == own
     assert not any(p.grad is not None for p in verifier.model.parameters())
+
+
+def test_activation_checkpointing_changes_no_bit(tmp_path):
+    """Recomputing activations in the backward runs the same kernels on the same inputs: payloads, committed
+    states and weights are those of a replica that keeps every activation."""
+    spec = spec_of(write_config(tmp_path / "run.toml", max_seq_len=32))
+    plain, lean = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7, activation_checkpointing=True)
+    for replica in (plain, lean):
+        replica.start_epoch(1, cold=False, verified=True)
+    for step in (1, 2):
+        a, b = plain.train(step, 4 * step, 4 * step + 4), lean.train(step, 4 * step, 4 * step + 4)
+        assert a.payload == b.payload and a.state.commitment == b.state.commitment and a.loss == b.loss
+        plain.apply(step, [a.payload])
+        lean.apply(step, [b.payload])
+    assert plain.digest() == lean.digest()

@@ -25,14 +25,15 @@ GIB = 1 << 30
 # changes. "momentum" and "lookahead" are DisTrO's state; "distro_working" is its bounded working set
 # (capped at DISTRO_WORKING_CAP bytes); "verification" is what a member holds in memory for checks while the
 # run verifies results (verification_percent > 0): its snapshots and committed states live on disk and a check
-# borrows its own model, so what remains is the two fetched states a running check holds (2 x 4 B/param).
+# borrows its own model, so what remains is what a running check fetched: the sign plane of the trainer's
+# state (2 bits a value) and a few sampled bands (a fixed ~16 MiB, left out here).
 BYTES_PER_PARAM: Mapping[str, float] = MappingProxyType({
     "weights": 4.0,
     "gradients": 4.0,
     "momentum": 4.0,
     "lookahead": 0.5,
     "distro_working": 0.25,
-    "verification": 8.0,
+    "verification": 0.25,
 })  # fmt: skip
 DISTRO_WORKING_CAP = 256 << 20
 ACTIVATION_BYTES = 4  # fp32 activations

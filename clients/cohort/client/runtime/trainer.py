@@ -123,10 +123,14 @@ class LocalReplica:
     """The model, its DisTrO optimizer and the data, for one client: a `Replica` (replica.py) held whole
     in this process on one device."""
 
-    def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
-                 micro_batch_size: int | None = None, scratch: Path | None = None) -> None:  # fmt: skip
+    def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu", micro_batch_size: int | None = None,
+                 scratch: Path | None = None, activation_checkpointing: bool = False) -> None:  # fmt: skip
         """`scratch`: a directory of this replica's own for what verification keeps on disk (weight
-        snapshots, committed states, the stash of a check); default: a temporary one, removed with it."""
+        snapshots, committed states, the stash of a check); default: a temporary one, removed with it.
+        `activation_checkpointing`: keep only each decoder layer's input through the forward and recompute
+        the rest in the backward (~1/3 more compute, activations of one layer instead of all). The recompute
+        runs the same kernels on the same inputs, so gradients, payloads and states are bit for bit those
+        of a replica without it: a member's own choice, not the run's."""
         self.spec = spec
         self.device = torch.device(device)
         self.micro_batch_size = micro_batch_size
@@ -135,6 +139,9 @@ class LocalReplica:
         self.model_config = config
         self.model = build_model(config, seed=seed, device=self.device)
         self.model.train()
+        if activation_checkpointing:
+            self.model.config.use_cache = False  # no generation cache in training (it would warn and drop it)
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.cold_start = ColdStart(lr_schedule(spec.lr), spec.cold_start_warmup_steps)
         self.optimizer = DistroOptimizer(self.model.named_parameters(), distro_config(spec.distro), self.cold_start)
         self.data = open_dataset(spec)
