@@ -50,6 +50,7 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
 
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
+    from cohort.client.verify.sample import PartsOnDisk
     from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
 
     torch.manual_seed(0)
@@ -109,12 +110,16 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
         phase("apply", replica.apply, step, [out.payload, *others])
     if verified:
         s = STEPS - 1
-        seed = b"a check seed"  # what a verifier's fetch holds in memory: the sampled parts and the sign plane
+        # what a verifier fetches, kept on disk as the runtime keeps it: the sign plane and the sampled parts
+        seed = b"a check seed"
         manifests = [states[s - 1].manifest.encode(), states[s].manifest.encode()]
         wanted = set(replica.check_parts(seed, *manifests))
-        fetched = states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)
+        fetched = PartsOnDisk(replica.scratch / "check.parts")
+        for h, part in (states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)).items():
+            fetched.add(h, part)
         verdict = phase("check", replica.verify_step, s, payloads[s], payloads[s - 1], seed, manifests[0], fetched,
                         manifests[1], fetched)  # fmt: skip
+        fetched.close()
         assert verdict is not None and verdict.passed, verdict
     return {"size": size, "params": params, "verified": verified,
             "bytes_per_param": {k: v / params for k, v in phases.items()}, "seconds": seconds}  # fmt: skip

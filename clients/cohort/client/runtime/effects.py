@@ -18,7 +18,7 @@ from solders.keypair import Keypair
 from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
 
 from ..p2p import BlobFetchError, NodeId, PeerAddress
-from ..verify.sample import sample_seed
+from ..verify.sample import PartsOnDisk, sample_seed
 from ..verify.state import PART_SIZE, StateError
 from .machine import (
     Action,
@@ -445,14 +445,20 @@ class Effects:
             wanted = trainer.check_parts(seed, *manifests)
         except StateError as e:
             return done(False, f"refused: {e}"[:200], "StateMismatch")
+        folder = c.shelf.root / "replica" / "checks"  # beside what the replica keeps for checks; cleared with it
+        folder.mkdir(parents=True, exist_ok=True)
+        parts = PartsOnDisk(folder / f"check-{action.step}-{action.trainer}.parts")
         try:
-            parts = await self._fetch_parts(wanted, holder)
-        except (BlobFetchError, OSError, TimeoutError) as e:
-            return done(False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered")
-        c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
-                      bytes=sum(len(b) for b in parts.values()) + sum(len(m) for m in manifests))  # fmt: skip
-        verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, seed, manifests[0], parts,
-                                     manifests[1], parts)  # fmt: skip
+            try:
+                await self._fetch_parts(wanted, holder, parts)
+            except (BlobFetchError, OSError, TimeoutError) as e:
+                return done(False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered")
+            c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
+                          bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
+            verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, seed, manifests[0],
+                                         parts, manifests[1], parts)  # fmt: skip
+        finally:
+            parts.close()
         if verdict is None:
             return done(False, "we no longer hold the step's weights")
         c.events.emit("check_metrics", step=action.step, trainer=action.trainer,
@@ -461,10 +467,11 @@ class Effects:
             return done(True, verdict.reason)
         done(False, verdict.reason, "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch")
 
-    async def _fetch_parts(self, wanted: list[bytes], holder: list[PeerAddress]) -> dict[bytes, bytes]:
-        """The parts a check reads, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times, within a deadline
-        that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails every try)."""
-        fetcher, parts = self.c.node.fetcher, {}
+    async def _fetch_parts(self, wanted: list[bytes], holder: list[PeerAddress], parts: PartsOnDisk) -> None:
+        """Fetch the parts a check reads into `parts`, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times,
+        within a deadline that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails
+        every try)."""
+        fetcher = self.c.node.fetcher
         queue = list(reversed(wanted))
 
         async def worker() -> None:
@@ -472,7 +479,7 @@ class Effects:
                 h = queue.pop()
                 for attempt in range(PART_TRIES):
                     try:
-                        parts[h] = await fetcher.fetch(h, holder, max_size=PART_SIZE)
+                        parts.add(h, await fetcher.fetch(h, holder, max_size=PART_SIZE))
                         break
                     except BlobFetchError:
                         if attempt == PART_TRIES - 1:
@@ -482,7 +489,6 @@ class Effects:
             async with asyncio.TaskGroup() as group:
                 for _ in range(CHECK_PARALLEL):
                     group.create_task(worker())
-        return parts
 
     def _ReportCheck(self, action: ReportCheck) -> None:
         c = self.c

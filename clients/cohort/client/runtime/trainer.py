@@ -151,7 +151,7 @@ class LocalReplica:
         self.commit_state = False
         self._scratch_dir = tempfile.TemporaryDirectory(prefix="cohort-replica-") if scratch is None else None
         self.scratch = Path(self._scratch_dir.name) if self._scratch_dir is not None else scratch
-        for leftover in ("snapshots", "stash", "states"):  # a previous run of this client's: nobody serves them
+        for leftover in ("snapshots", "stash", "states", "checks"):  # a previous run of this client's: nobody serves them
             shutil.rmtree(self.scratch / leftover, ignore_errors=True)
         self.snapshots = WeightSnapshots(self.scratch / "snapshots", KEPT_SNAPSHOTS)  # weights at a step's start
         self._stash = WeightSnapshots(self.scratch / "stash", 1)  # our own weights while a check borrows them

@@ -17,8 +17,10 @@ verdicts (and anyone's rerun of the check) rest on the same bytes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -90,6 +92,41 @@ class CommittedParts:
             base = k * PART_SIZE
             out += part[max(offset, base) - base : min(offset + size, base + PART_SIZE) - base]
         return bytes(out)
+
+
+class PartsOnDisk(Mapping[bytes, bytes]):
+    """Fetched parts kept in one file instead of memory while a check waits and runs (the sign plane alone is
+    0.25 B/param); read back part by part. Removes its file on `close`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "w+b")  # lives as long as the check
+        self._at: dict[bytes, tuple[int, int]] = {}
+        self._end = 0
+
+    def add(self, blob: bytes, data: bytes) -> None:
+        if blob not in self._at:
+            os.pwrite(self._file.fileno(), data, self._end)
+            self._at[blob] = (self._end, len(data))
+            self._end += len(data)
+
+    def __getitem__(self, blob: bytes) -> bytes:
+        offset, size = self._at[blob]
+        return os.pread(self._file.fileno(), size, offset)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    @property
+    def size(self) -> int:
+        return self._end
+
+    def close(self) -> None:
+        self._file.close()
+        self.path.unlink(missing_ok=True)
 
 
 def state_manifest(data: bytes, layout: Layout) -> Manifest:
@@ -192,6 +229,14 @@ def _has_sent(manifest: Manifest, layout: Layout) -> bool:
     return size == state_size(layout, True)
 
 
+def _state_parts(layout: Layout, samples: Sequence[Sample], has_sent: bool) -> list[int]:
+    """The indices of the parts of state.bin that hold its header and the sampled bands, in order."""
+    wanted: dict[int, None] = {}
+    for offset, size in _spans(layout, samples, has_sent):
+        wanted.update(dict.fromkeys(range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE))))
+    return list(wanted)
+
+
 def parts_to_fetch(layout: Layout, samples: Sequence[Sample], before: Manifest, after: Manifest) -> list[bytes]:
     """The hashes of the parts a check reads (each once): the sign plane of the state before the step, and
     the parts of both states that hold the header and the sampled bands."""
@@ -201,10 +246,16 @@ def parts_to_fetch(layout: Layout, samples: Sequence[Sample], before: Manifest, 
             wanted.update(dict.fromkeys(f.chunks))
     for manifest in (before, after):
         state = next(f for f in manifest.files if f.name == STATE_FILE)
-        for offset, size in _spans(layout, samples, _has_sent(manifest, layout)):
-            for k in range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE)):
-                wanted[state.chunks[k]] = None
+        wanted.update(dict.fromkeys(state.chunks[k] for k in _state_parts(layout, samples, _has_sent(manifest, layout))))
     return list(wanted)
+
+
+def check_bytes(layout: Layout, samples: Sequence[Sample]) -> int:
+    """The bytes a check of a step in steady state (both states with a last transmission) fetches: two
+    manifests (at most), the sign plane and the sampled bands' parts of two states (at most)."""
+    size = state_size(layout, True)
+    parts = sum(min(PART_SIZE, size - k * PART_SIZE) for k in _state_parts(layout, samples, True))
+    return 2 * manifest_limit(layout) + signs_size(layout) + 2 * parts
 
 
 # -- what the sampled parts say ---------------------------------------------------------------------------------
@@ -296,8 +347,10 @@ __all__ = [
     "SAMPLE_VALUES",
     "CommittedParts",
     "MissingPart",
+    "PartsOnDisk",
     "Sample",
     "SampledState",
+    "check_bytes",
     "commit",
     "manifest_limit",
     "parts_to_fetch",
