@@ -6,19 +6,30 @@ weight snapshots and committed states a member keeps, and one real check replaye
     .venv/bin/python benchmarks/client/memory.py                   # ~10M, ~100M, ~400M (minutes)
     .venv/bin/python benchmarks/client/memory.py --sizes 1.2b      # the llama-1b shape (run alone: ~20 GB)
     .venv/bin/python benchmarks/client/memory.py --activation-checkpointing   # activations of one layer
+    .venv/bin/python benchmarks/client/memory.py --ranks 2 --modes off   # a member sharded over 2 processes
 
 Each size and mode runs in a fresh process (so peaks do not mix); phases are measured with the kernel's
 peak counter (VmHWM), reset between phases through /proc/self/clear_refs. Random tokens over a 32k
 vocabulary, 256 tokens a step (one sequence), the example run's DisTrO settings (chunk 64, top-32, 1-bit).
 The algorithm itself needs 12 B/param (fp32 weights, gradients, momentum).
+
+With --ranks N > 1 the member is a `ShardedReplica` (FSDP2 over N gloo ranks on this machine, a fresh
+process a rank; verification "off" only: a sharded member cannot verify yet). Rank 0 drives the same phases;
+every rank measures its own peaks, each printed in bytes per parameter of the *whole* model (an ideal split
+of 12 B/param over 2 ranks shows ~6 a rank). A rank other than 0 runs `serve_rank` and sees no phases, only
+the ops rank 0 broadcasts (the benchmark listens on torch.distributed.broadcast_object_list): its build is
+everything up to the end of the first op (joining the group, building its rows), and each later op's peak
+covers the wait for it and the op itself (an op whose name it cannot read counts as "rest").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -45,16 +56,15 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 
 
-def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
+def _setup(size: str, modules: tuple = ()):
+    """The bench spec of `size`, with random tokens patched in for the trainer module's `open_dataset` (and
+    that of every module in `modules` that imported it into its own namespace)."""
     import torch
 
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
-    from cohort.client.verify.sample import PartsOnDisk
     from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
 
-    torch.manual_seed(0)
-    torch.set_num_threads(2)
     hidden, layers, heads, inter, tied = SHAPES[size]
 
     class RandomTokens:
@@ -67,8 +77,9 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
         def close(self) -> None:
             pass
 
-    trainer_module.open_dataset = lambda spec, split="train": RandomTokens()
-    spec = TrainingSpec(
+    for module in (trainer_module, *modules):
+        module.open_dataset = lambda spec, split="train": RandomTokens()
+    return TrainingSpec(
         preset=f"bench-{size}", architecture="HfLlama",
         hf_config={"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
                    "num_key_value_heads": heads, "intermediate_size": inter, "tie_word_embeddings": tied,
@@ -78,6 +89,18 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
                           clip_grad_norm=1.0, quantize_1bit=True),
         lr=LrSpec("Constant", 4e-4, 4e-4, 0, 0, 1000),
     )  # fmt: skip
+
+
+def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
+    import torch
+
+    from cohort.client.data import BatchId
+    from cohort.client.runtime import trainer as trainer_module
+    from cohort.client.verify.sample import PartsOnDisk
+
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    spec = _setup(size)
     baseline = _status("VmRSS")
     phases: dict[str, float] = {}
     seconds: dict[str, float] = {}
@@ -125,6 +148,122 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
             "bytes_per_param": {k: v / params for k, v in phases.items()}, "seconds": seconds}  # fmt: skip
 
 
+def rank_child(size: str, rank: int, world: int, port: int, timeout: float) -> dict:
+    """One rank of a member sharded over `world` processes: its peaks (bytes above its import baseline) and
+    seconds, per phase (rank 0) or per op heard (the others); rank 0 adds the whole model's parameter count."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    from cohort.client.data import BatchId
+    from cohort.client.runtime import sharded
+
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, 2 // world))  # the one-process child's 2 threads, shared
+    spec = _setup(size, (sharded,))
+    baseline = _status("VmRSS")
+    phases: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+
+    def peak(name: str, started: float) -> None:
+        seconds[name] = max(seconds.get(name, 0.0), time.perf_counter() - started)
+        phases[name] = max(phases.get(name, 0.0), float(_status("VmHWM") - baseline))
+
+    def phase(name: str, job, *args, **kwargs):
+        _reset_peak()
+        started = time.perf_counter()
+        out = job(*args, **kwargs)
+        peak(name, started)
+        return out
+
+    _reset_peak()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout))  # fmt: skip
+    params = None
+    try:
+        if rank == 0:
+            member = phase("build", sharded.ShardedReplica, spec, seed=1, device="cpu")
+            params = sum(p.numel() for p in member.model.parameters())  # the whole model (a meta view)
+            member.start_epoch(0, cold=False)
+            for step in range(STEPS):
+                out = phase("train", member.train, step, step, step + 1)
+                result = member.codec.decode(out.payload).result
+                others = [
+                    member.codec.encode(replace(result, batch=BatchId(100 + i, 101 + i)))
+                    for i in range(RESULTS - 1)
+                ]
+                phase("apply", member.apply, step, [out.payload, *others])
+            member.close()
+        else:
+            # serve_rank shows no phases: listen to the ops it hears. Between two entries into the broadcast
+            # lies the wait for an op and the op itself; the first op (the run, then its rows) is the build.
+            heard, current, started = 0, "build", time.perf_counter()
+            broadcast = dist.broadcast_object_list
+
+            def listening(object_list, *args, **kwargs):
+                nonlocal heard, current, started
+                peak(current, started)
+                _reset_peak()
+                started = time.perf_counter()
+                out = broadcast(object_list, *args, **kwargs)
+                said = object_list[0]
+                op = said[0] if isinstance(said, tuple) and said else None
+                current = "build" if heard == 0 else op if isinstance(op, str) else "rest"
+                heard += 1
+                return out
+
+            dist.broadcast_object_list = listening
+            try:
+                sharded.serve_rank(spec, seed=1)
+            finally:
+                dist.broadcast_object_list = broadcast
+            peak(current, started)
+        dist.barrier()  # nobody tears the group down while another rank still talks (a failed rank just exits)
+    finally:
+        dist.destroy_process_group()
+    return {"size": size, "rank": rank, "world": world, "params": params, "bytes": phases, "seconds": seconds}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(size: str, world: int, timeout: float) -> list[dict]:
+    """Start the `world` ranks of a member, each a fresh process, and collect what each measured; any rank's
+    failure or the timeout ends them all."""
+    port, deadline = _free_port(), time.monotonic() + timeout
+    with tempfile.TemporaryDirectory(prefix="memory-ranks-") as folder:
+        logs = [(Path(folder) / f"{r}.out", Path(folder) / f"{r}.err") for r in range(world)]
+        ranks: list[subprocess.Popen] = []
+        try:
+            for r, (out, err) in enumerate(logs):
+                with out.open("w") as o, err.open("w") as e:
+                    ranks.append(subprocess.Popen(
+                        [sys.executable, __file__, "--rank-child", size, str(r), str(world), str(port),
+                         "--timeout", str(timeout)], stdout=o, stderr=e, text=True))  # fmt: skip
+            while any(rank.poll() is None for rank in ranks):
+                failed = [r for r, rank in enumerate(ranks) if rank.returncode not in (None, 0)]
+                if failed:
+                    last = logs[failed[0]][1].read_text().strip().splitlines()[-1:]
+                    raise RuntimeError(f"rank {failed[0]} exited with {ranks[failed[0]].returncode}: {last}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"timed out after {timeout:.0f} s")
+                time.sleep(0.2)
+            for r, rank in enumerate(ranks):
+                if rank.returncode != 0:
+                    last = logs[r][1].read_text().strip().splitlines()[-1:]
+                    raise RuntimeError(f"rank {r} exited with {rank.returncode}: {last}")
+            return [json.loads(out.read_text().strip().splitlines()[-1]) for out, _ in logs]
+        finally:
+            for rank in ranks:
+                if rank.poll() is None:
+                    rank.kill()
+                    rank.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,10 +274,24 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["off", "on"], choices=["off", "on"])
     parser.add_argument("--activation-checkpointing", action="store_true",
                         help="recompute each layer's activations in the backward (LocalReplica's option)")
+    parser.add_argument("--ranks", type=int, default=1, metavar="N",
+                        help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks, mode off)")
+    parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="with --ranks N > 1: how long a size's ranks may run before they are ended")
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--rank-child", nargs=4, metavar=("SIZE", "RANK", "WORLD", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1] == "on", args.activation_checkpointing)))
+        return
+    if args.rank_child:
+        size, rank, world, port = args.rank_child
+        print(json.dumps(rank_child(size, int(rank), int(world), int(port), args.timeout)))
+        return
+    if args.ranks < 1:
+        parser.error("--ranks must be at least 1")
+    if args.ranks > 1:
+        sharded_table(args)
         return
     print(f"{'model':>6} {'params':>13} {'verif.':>6} | {'train':>6} {'apply':>6} {'check':>6} | peak B/param "
           f"(above imports) | train s  apply s  check s")  # fmt: skip
@@ -156,6 +309,34 @@ def main() -> None:
             print(f"{size:>6} {r['params']:>13,} {mode:>6} | {b['train']:6.1f} {b['apply']:6.1f} "
                   f"{b.get('check', float('nan')):6.1f} | peak {max(b.values()):5.1f} | "
                   f"{t['train']:7.2f} {t['apply']:8.2f} {t.get('check', float('nan')):8.2f}", flush=True)  # fmt: skip
+
+
+def sharded_table(args: argparse.Namespace) -> None:
+    """The member over args.ranks processes: one row a rank, in bytes per parameter of the whole model."""
+    nan = float("nan")
+    if "on" in args.modes:
+        print('verification "on" is not supported by a sharded member (it cannot commit its optimizer state): '
+              'only "off" runs')  # fmt: skip
+    if args.activation_checkpointing:
+        print("--activation-checkpointing is not supported by a sharded member: its ranks run without it")
+    if "off" not in args.modes:
+        return
+    print(f"{'model':>6} {'params':>13} {'verif.':>6} {'ranks':>5} {'':6} | {'build':>6} {'train':>6} "
+          f"{'apply':>6} | peak B/param of the whole model (above imports) | train s  apply s")  # fmt: skip
+    for size in args.sizes:
+        try:
+            ranks = run_ranks(size, args.ranks, args.timeout)
+        except RuntimeError as e:
+            print(f"{size:>6} {'off':>6} {args.ranks:>5}: failed: {e}", flush=True)
+            continue
+        params = ranks[0]["params"]
+        for r in ranks:
+            b = {k: v / params for k, v in r["bytes"].items()}
+            t = r["seconds"]
+            print(f"{size:>6} {params:>13,} {'off':>6} {args.ranks:>5} rank {r['rank']:<1} | "
+                  f"{b.get('build', nan):6.1f} {b.get('train', nan):6.1f} {b.get('apply', nan):6.1f} | "
+                  f"peak {max(b.values()):5.1f} | {t.get('train', nan):7.2f} {t.get('apply', nan):8.2f}",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

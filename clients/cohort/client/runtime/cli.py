@@ -4,19 +4,31 @@ Every flag has an environment variable (COHORT_*) so a supervisor or container c
 without a command line. A refusal (unknown run, paused run, not authorized, full, unfunded wallet,
 unreachable RPC, wrong client version, a device too small for the run's model) is one line on stderr and a
 distinct exit code (see ExitCode).
+
+`--nproc-per-node N` makes one member of N local processes (launch.py): this process starts and supervises
+the ranks. A `cohort train` started with WORLD_SIZE > 1 in its environment (by that launcher or by torchrun)
+is one of those ranks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cohort.sdk.cli_common import Settings, chain_options
 from cohort.sdk.errors import CohortError
 
-from .options import ClientOptions, ExitCode
+from .launch import MAX_RANKS, RankEnv, check_launchable, launch, run_rank
+from .options import ClientOptions, ClientRefused, ExitCode
+
+if TYPE_CHECKING:
+    from .sharded import Leader
+
+LOST_GRACE = 15.0  # seconds a member that lost a rank waits for its client's clean leave before it just leaves
 
 
 @click.command("train")
@@ -50,14 +62,26 @@ from .options import ClientOptions, ExitCode
               help="With --synthetic: seconds a step takes per sequence of its batch.")  # fmt: skip
 @click.option("--slowdown", type=float, default=1.0, envvar="COHORT_SLOWDOWN",
               help="BENCHMARKS: emulate a machine this many times slower (each step sleeps the difference).")  # fmt: skip
+@click.option("--nproc-per-node", type=click.IntRange(1, MAX_RANKS), default=1, show_default=True,
+              envvar="COHORT_NPROC_PER_NODE", show_envvar=True,
+              help="Processes of this member on this machine (torch.distributed ranks, the model sharded over "
+                   "them: a GPU each with --device cuda); started like torchrun.")  # fmt: skip
 @chain_options
 def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, relays: tuple[str, ...],
           micro_batch_size: int | None, memory_limit: float | None, checkpoint_dir: Path | None, logs: str,
           events: Path | None, threads: int | None, name: str, synthetic: bool, synthetic_seconds: float,
-          slowdown: float) -> None:  # fmt: skip
+          slowdown: float, nproc_per_node: int) -> None:  # fmt: skip
     """Join a run and train in it with this wallet."""
-    from . import Client
-
+    try:
+        ranks = RankEnv.from_environ()
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    spans = ranks is not None or nproc_per_node > 1
+    if spans and synthetic:
+        raise click.UsageError("--synthetic holds no model: a synthetic member is one process")
+    if ranks is None and nproc_per_node > 1 and device.startswith("cuda:"):
+        raise click.UsageError(f"--device {device} names one GPU for all {nproc_per_node} processes: use "
+                               "--device cuda (rank k trains on cuda:k)")  # fmt: skip
     try:
         options = ClientOptions(
             run=run_id, wallet=settings.wallet_path, cluster_urls=settings.cluster.urls,
@@ -70,9 +94,65 @@ def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, rel
         raise click.UsageError(str(e)) from None
     except CohortError as e:
         raise click.ClickException(str(e)) from None
+    if ranks is not None:  # one rank of a member (started by the launcher below, or by torchrun)
+        raise SystemExit(int(run_rank(ranks, options, _run_client)))
+    if nproc_per_node > 1:
+        try:
+            check_launchable(options)  # before any rank starts
+        except ClientRefused as refusal:
+            click.echo(f"Error: {refusal}", err=True)
+            raise SystemExit(int(refusal.code)) from None
+        raise SystemExit(int(launch(nproc_per_node, _rank_argv(click.get_current_context()))))
+    raise SystemExit(_run_client(options, None))
+
+
+def _run_client(options: ClientOptions, leader: Leader | None) -> int:
+    """The client until it finishes; its exit code (a refusal or failure said in one line on stderr). With
+    the `leader` of a member's other ranks, losing one of them makes the client leave the run."""
+    from . import Client
+
     client = Client(options)
-    code = asyncio.run(client.run())
+    kept: set[asyncio.Task] = set()
+
+    async def leave_without_ranks(error: BaseException) -> None:
+        client.stop()  # a clean leave (exit_run), once the member's jobs in flight have failed
+        await asyncio.sleep(LOST_GRACE)
+        # still here: a model job that failed with the ranks is one the machine still waits for
+        with contextlib.suppress(Exception):  # exit_run if the RPC answers in time: the chain need not drop us
+            await asyncio.wait_for(client.effects.leave("this member lost a rank"), LOST_GRACE)
+        client.post(ClientRefused(ExitCode.ERROR, f"this member lost a rank: {error}"[:300]))
+
+    async def run() -> ExitCode:
+        if leader is not None:
+            loop = asyncio.get_running_loop()
+
+            def lost(error: BaseException) -> None:  # on the thread that found out
+                loop.call_soon_threadsafe(lambda: kept.add(asyncio.ensure_future(leave_without_ranks(error))))
+
+            leader.on_lost = lost
+        return await client.run()
+
+    code = asyncio.run(run())
     if code != ExitCode.OK:
         reason = getattr(client, "refusal", None)
         click.echo(f"Error: {reason}" if reason else f"Error: the client stopped ({code.name})", err=True)
-    raise SystemExit(int(code))
+    return int(code)
+
+
+def _rank_argv(ctx: click.Context) -> list[str]:
+    """This command as each rank runs it: every option as this process resolved it (flags, environment or
+    defaults), so the ranks read the same settings whatever their environment adds."""
+    argv = [ctx.info_name or "train"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if not isinstance(param, click.Option) or value is None or param.name == "nproc_per_node":
+            continue
+        flag = max(param.opts, key=len)  # the long form
+        if param.is_flag:
+            argv += [flag] if value else []
+        elif param.multiple:
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv

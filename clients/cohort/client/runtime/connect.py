@@ -22,6 +22,7 @@ from cohort.sdk.wallet import load_keypair
 
 from ..p2p import NodeKey, P2PNode
 from .exchange import Exchange
+from .launch import member_ranks, verifying_refusal
 from .memory import check_memory
 from .options import ClientRefused, ExitCode
 from .peers import encode_endpoint
@@ -62,6 +63,8 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
         raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is finished")
     if run.state in (RunState.Paused, RunState.Uninitialized):
         raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is {run.state.lower()}: nothing to join")
+    if run.config.verification_percent > 0 and member_ranks() > 1:  # torchrun's ranks: no launcher checked it
+        raise ClientRefused(ExitCode.USAGE, verifying_refusal(run.run_id, run.config.verification_percent))
     if balance < MIN_BALANCE:
         raise ClientRefused(ExitCode.UNFUNDED,
                             f"wallet {self.wallet.pubkey()} holds {balance / 1e9:.4f} SOL; a client needs "
@@ -138,6 +141,11 @@ async def build_trainer(self: Client) -> Replica:
         if o.synthetic:  # protocol tests at scale: no training (synthetic.py says what it does instead)
             trainer = await self.worker.run(lambda: SyntheticReplica(self.spec, seed=seed,
                                                                      seconds_per_sequence=o.synthetic_seconds))  # fmt: skip
+        elif member_ranks() > 1:  # rank 0 of a member that spans processes (launch.py): the others hold shards
+            from .sharded import ShardedReplica
+
+            trainer = await self.worker.run(lambda: ShardedReplica(self.spec, seed=seed, device=o.torch_device(),
+                                                                   micro_batch_size=o.micro_batch_size))  # fmt: skip
         else:
             scratch = self.shelf.root / "replica"  # what verification keeps on disk, beside our checkpoints
             scratch.mkdir(parents=True, exist_ok=True)

@@ -1,30 +1,42 @@
-"""A member that spans processes: N ranks on torch.distributed (FSDP2's `fully_shard`; gloo on CPU, NCCL on
-GPU) that speak as one member.
+"""A member that spans processes: N ranks on torch.distributed (FSDP2's `fully_shard`; gloo on CPU, NCCL for
+a GPU's tensors) that speak as one member.
 
-Rank 0 runs the client (chain, peers, the model worker) with a `ShardedReplica`; every other rank runs
-`serve_rank`, which carries out what rank 0 asks in the same order, so every collective is entered by all
-ranks together. Each rank holds its dim-0 rows of every parameter (FSDP2 gathers them for the forward and
-reduce-scatters the gradients) and runs DisTrO on exactly those rows (distro/shards.py): lookahead, generate
-and apply never gather the model. Rank 0 puts the ranks' tiles together into the member's payload; an apply
-hands every rank the tiles of its rows, and since the apply is exact arithmetic a sharded member's weights
-are, bit for bit, a one-process replica's (tests/client/test_sharded_replica.py).
+`cohort train --nproc-per-node N` (runtime/launch.py) starts the ranks on this machine, as torchrun would
+(torchrun itself works too: a `cohort train` that finds WORLD_SIZE > 1 in its environment is one rank). Rank
+0 runs the client (chain, peers, the model worker) with a `ShardedReplica`; every other rank runs
+`serve_rank` and nothing else (no wallet, no peers, no chain), which carries out what rank 0 asks in the same
+order, so every collective is entered by all ranks together. Rank 0 starts the conversation with the run's
+spec and seed (only rank 0 reads the run), pings while it has nothing to ask (so a waiting rank never runs
+into the process group's timeout, which is what ends a rank whose peers are gone), and says close when the
+client is done. An op that fails on rank 0 leaves the ranks out of step: the member is then lost, and rank
+0's client leaves the run.
+
+Each rank holds its dim-0 rows of every parameter (FSDP2 gathers them for the forward and reduce-scatters the
+gradients) and runs DisTrO on exactly those rows (distro/shards.py): lookahead, generate and apply never
+gather the model. Rank 0 puts the ranks' tiles together into the member's payload; an apply hands every rank
+the tiles of its rows, and since the apply is exact arithmetic a sharded member's weights are, bit for bit, a
+one-process replica's (tests/client/test_sharded_replica.py). A digest or a checkpoint gathers the whole
+weights on rank 0 (the checkpoint is the one a one-process replica writes: members vote its hash).
 
 A step's batch is split between the ranks (data parallel inside the member: `torch.tensor_split` order), each
 rank's loss weighted by its share so the reduced gradient is the whole batch's mean. Every rank runs the same
 number of forward/backward passes (a rank with fewer sequences runs a zero-weighted one), as FSDP's
-collectives need.
+collectives need. The ranks share one machine's file system (a checkpoint is loaded from rank 0's path).
 
 Not yet (the member refuses rather than pretends): committing its optimizer state and replaying checks (a
-run that verifies results), and stopping a step midway (an abort is honoured between steps).
+run that verifies results: `cohort train` refuses it before starting any rank), and stopping a step midway
+(an abort is honoured between steps).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -33,12 +45,17 @@ from cohort.sdk.presets import TrainingSpec
 
 from ..checkpoint import load_weights
 from ..data import BatchId
-from ..distro import DistroOptimizer, WireCodec, plan_layout
+from ..distro import DistroOptimizer, DistroResult, SparseTiles, WireCodec, plan_layout
 from ..distro.shards import ShardPlan, assemble, local_results, plan_shard
 from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
 from ..model.digest import bit_sum, checksum_of, tensors_digest
 from .replica import Aborted, PayloadHeader, StepOutput
 from .trainer import ColdStart, distro_config, lr_schedule, open_dataset
+
+T = TypeVar("T")
+# seconds rank 0 lets pass without an op before it pings the others: far below any process group timeout
+# (launch.RANK_TIMEOUT), so only a rank whose peers are gone waits that long
+PING_EVERY = 10.0
 
 
 def _shard_model(model: torch.nn.Module) -> None:
@@ -120,7 +137,7 @@ class _Rank:
                 view.grad = None
         dist.all_reduce(loss_sum)
         parts: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object(result, parts, dst=0)
+        dist.gather_object(_on_cpu(result), parts, dst=0)
         payload = None if parts is None else self.codec.encode(assemble(self.plans, parts))
         return payload, float(loss_sum) / total, sequences.numel()
 
@@ -131,7 +148,7 @@ class _Rank:
     def _gathered(self) -> list[torch.Tensor] | None:
         """The whole model's parameters on rank 0 (None elsewhere): for a digest, not for training."""
         rows: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object([p.detach() for p in self.local], rows, dst=0)
+        dist.gather_object([p.detach().cpu() for p in self.local], rows, dst=0)
         if rows is None:
             return None
         return [torch.cat([r[i] for r in rows]) for i in range(len(self.local))]
@@ -163,6 +180,116 @@ class _Rank:
         return evaluate(self.model, self.validation, max_sequences)  # every rank the same sequences
 
 
+def _portable(spec: TrainingSpec) -> TrainingSpec:
+    """The spec as pickle carries it (its preset's config is a read-only mapping, which pickle refuses)."""
+    return replace(spec, hf_config=dict(spec.hf_config))
+
+
+def _unportable(spec: TrainingSpec) -> TrainingSpec:
+    return replace(spec, hf_config=MappingProxyType(dict(spec.hf_config)))
+
+
+def _on_cpu(result: DistroResult) -> DistroResult:
+    tiles = tuple(SparseTiles(t.indices.cpu(), t.values.cpu()) for t in result.tiles)
+    return DistroResult(result.step, result.batch, tiles, result.state)
+
+
+class Leader:
+    """Rank 0's end of the ranks' conversation. Every op is broadcast to the other ranks and then run here,
+    one at a time (the model worker, the pinger and close never interleave), so all ranks enter every
+    collective together. While rank 0 has nothing to ask (connecting, waiting for members or an epoch) it
+    pings, so the others' wait stays far below the process group's timeout.
+
+    An op that fails here after the broadcast leaves the ranks out of step (the others go on into its
+    collectives), as does a failed ping (a rank is gone): the member is `lost`, every later op fails at once,
+    and `on_lost` is called (rank 0's client then leaves the run)."""
+
+    def __init__(self, ping_every: float = PING_EVERY) -> None:
+        if not dist.is_initialized() or dist.get_rank() != 0:
+            raise RuntimeError("rank 0 of an initialised process group leads a member's ranks")
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._last = time.monotonic()
+        self.lost: BaseException | None = None
+        self.on_lost: Callable[[BaseException], None] | None = None
+        self._pinger = threading.Thread(target=self._ping, args=(ping_every,), name="rank-pings", daemon=True)
+        self._pinger.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def run(self, op: str, args: tuple, here: Callable[[], T]) -> T:
+        """Send `op(*args)` to the other ranks, then `here()` on this one; its result."""
+        with self._lock:
+            if self.lost is not None:
+                raise RuntimeError(f"this member lost a rank: {self.lost}")
+            if self._closed.is_set():
+                raise RuntimeError("this member's ranks were let go")
+            try:
+                dist.broadcast_object_list([(op, args)], src=0)
+                return here()
+            except BaseException as e:
+                self._lose(e)
+                raise
+            finally:
+                self._last = time.monotonic()
+
+    def _lose(self, error: BaseException) -> None:
+        if self.lost is not None:
+            return
+        self.lost = error
+        if self.on_lost is not None:
+            try:
+                self.on_lost(error)
+            except Exception:  # a callback's failure must not hide the loss itself
+                pass
+
+    def _ping(self, every: float) -> None:
+        while not self._closed.wait(min(every, 1.0)):
+            if time.monotonic() - self._last < every:
+                continue
+            with self._lock:
+                if self._closed.is_set() or self.lost is not None:
+                    return
+                if time.monotonic() - self._last < every:  # an op ran while we waited for the lock
+                    continue
+                try:
+                    dist.broadcast_object_list([("ping", ())], src=0)
+                except BaseException as e:
+                    self._lose(e)
+                    return
+                self._last = time.monotonic()
+
+    def close(self) -> None:
+        """Let the other ranks go: they leave `serve_rank` after a barrier with this one, so afterwards every
+        rank may tear its process group down. Once; nothing is sent to a lost member."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            if self.lost is None:
+                try:
+                    dist.broadcast_object_list([("close", ())], src=0)
+                    dist.barrier()  # every rank has heard it before any tears its process group down
+                except Exception as e:
+                    self._lose(e)
+        self._pinger.join(timeout=5)
+
+
+_leaders: dict[str, Leader] = {}  # this process's one Leader, like its one default process group
+_leaders_lock = threading.Lock()
+
+
+def leader() -> Leader:
+    """Rank 0's Leader of this process's group, started on first use (again after a close)."""
+    with _leaders_lock:
+        current = _leaders.get("default")
+        if current is None or current.closed:
+            current = _leaders["default"] = Leader()
+        return current
+
+
 class ShardedReplica:
     """Rank 0's `Replica` (replica.py) of a member whose model is sharded over `world` ranks."""
 
@@ -171,19 +298,38 @@ class ShardedReplica:
         if not dist.is_initialized() or dist.get_rank() != 0:
             raise RuntimeError("a ShardedReplica lives on rank 0 of an initialised process group")
         self.spec = spec
-        self._rank = _Rank(spec, seed, device, micro_batch_size)
+        self._leader = leader()
+        # the other ranks learn the run here (only rank 0 reads it), then every rank builds its rows
+        self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size),
+                                      lambda: _Rank(spec, seed, device, micro_batch_size))  # fmt: skip
         self.device = self._rank.device
-        self._lock = threading.Lock()  # the model worker is one thread; this keeps every call whole
+        self._view = self._checkpoint_view()
 
     def _everyone(self, op: str, *args: Any) -> Any:
         """Run `op` on every rank, rank 0's result back (the others run it as `serve_rank` hears it)."""
-        with self._lock:
-            dist.broadcast_object_list([(op, args)], src=0)
-            return getattr(self._rank, op)(*args)
+        return self._leader.run(op, args, lambda: getattr(self._rank, op)(*args))
 
     @property
     def model(self) -> torch.nn.Module:
-        return self._rank.model
+        """What checkpoints are written from and parameters counted on (see _checkpoint_view)."""
+        return self._view
+
+    def _checkpoint_view(self) -> torch.nn.Module:
+        """The model's own class and config on the meta device (no memory), whose `state_dict` gathers the
+        whole weights from every rank: FSDP2 renames the sharded module's class and its state dict holds
+        shards, and neither would give the checkpoint a one-process replica writes (members vote its hash).
+        The runtime takes the state dict on the model worker, so the gather runs in turn with every op."""
+        view = build_model(self._rank.model_config, device="meta")
+        view.state_dict = self._whole_state_dict  # type: ignore[method-assign]
+        return view
+
+    def _whole_state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+        full: list[torch.Tensor] = self._everyone("_gathered")
+        view = self._view
+        by_param = {id(p): t for (_, p), t in zip(view.named_parameters(), full, strict=True)}
+        buffers = dict(self._rank.model.named_buffers())  # FSDP2 shards parameters only
+        entries = type(view).state_dict(view, keep_vars=True).items()  # tied weights: one parameter, two names
+        return {name: by_param[id(t)] if id(t) in by_param else buffers[name].detach().cpu() for name, t in entries}
 
     @property
     def codec(self) -> WireCodec:
@@ -240,21 +386,33 @@ class ShardedReplica:
         return None
 
     def close(self) -> None:
-        """Let the other ranks go (after it, every rank may tear its process group down: meet at a
-        barrier first, as tests/client/sharded_worker.py does)."""
-        with self._lock:
-            dist.broadcast_object_list([("close", ())], src=0)
-            dist.barrier()  # every rank has heard it before any tears its process group down
+        """Let the other ranks go (Leader.close: afterwards every rank may tear its process group down)."""
+        self._leader.close()
 
 
-def serve_rank(spec: TrainingSpec, *, seed: int, device: str = "cpu", micro_batch_size: int | None = None) -> None:
-    """A rank other than 0: hold its rows and do what rank 0 asks until it says close."""
-    rank = _Rank(spec, seed, device, micro_batch_size)
+def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, device: str = "cpu",
+               micro_batch_size: int | None = None) -> None:  # fmt: skip
+    """A rank other than 0: hold its rows and do what rank 0 asks until it says close. Rank 0's
+    ShardedReplica sends the run (spec, seed, micro-batch size) first; a caller that knows them too passes
+    them to be checked (`cohort train` passes none: only rank 0 reads the run). `device` is this rank's."""
+    rank: _Rank | None = None
     while True:
         box: list[Any] = [None]
         dist.broadcast_object_list(box, src=0)
         op, args = box[0]
+        if op == "ping":
+            continue
         if op == "close":
             dist.barrier()
             return
+        if op == "start":
+            args = (_unportable(args[0]), *args[1:])
+            sent_spec, sent_seed, sent_micro = args
+            mine = (spec, seed, micro_batch_size)
+            if any(m is not None and m != s for m, s in zip(mine, args, strict=True)):
+                raise RuntimeError("rank 0 trains another run, seed or micro-batch size than this rank was given")
+            rank = _Rank(sent_spec, sent_seed, device, sent_micro)
+            continue
+        if rank is None:
+            raise RuntimeError(f"rank 0 asked for {op!r} before it started the member")
         getattr(rank, op)(*args)
