@@ -12,6 +12,7 @@ from cohort.client.runtime.machine import (
     AnnounceReady,
     Applied,
     Apply,
+    ApplyFailed,
     ChainUpdate,
     Check,
     Checked,
@@ -480,6 +481,15 @@ def test_weights_that_differ_from_the_majority_digest_make_the_client_leave(core
     d.host.decide(ResultsList.of(0, {}).root, digest=99)  # the majority reports other starting weights
     out = d.feed()
     assert emitted(out, "replica_drift") and of(out, LeaveEpoch)
+
+
+def test_a_failed_apply_leaves_the_epoch(core):
+    """Weights half through an apply are nobody's: the client leaves rather than wait for an Applied."""
+    d = Driver(core)
+    out, _ = d.step_1_decided()
+    (apply,) = of(out, Apply)
+    out = d.feed(ApplyFailed(0, apply.step, "RuntimeError: a rank is gone"))
+    assert of(out, LeaveEpoch) and emitted(out, "left_epoch")
 
 
 def test_matching_digests_keep_the_client_in(core):

@@ -26,6 +26,7 @@ from .machine import (
     AnnounceReady,
     Applied,
     Apply,
+    ApplyFailed,
     Check,
     Checked,
     Emit,
@@ -325,7 +326,11 @@ class Effects:
             seconds = time.perf_counter() - started
             return digest
 
-        digest = await c.worker.run(apply)
+        try:
+            digest = await c.worker.run(apply)
+        except Exception as e:  # a half-applied step: the machine leaves the epoch rather than wait for ever
+            c.post(ApplyFailed(action.epoch, action.step, f"{type(e).__name__}: {e}"[:300]))
+            raise
         verifying = c.latest is not None and c.latest.config.verification_percent > 0
         c.node.store.gc(action.step - 1 - (KEPT_FOR_CHECKS if verifying else 0))  # peers a step behind fetch too
         c.post(Applied(action.epoch, action.step, len(payloads), digest))

@@ -149,6 +149,15 @@ class TrainFailed:
 
 
 @dataclass(frozen=True)
+class ApplyFailed:
+    """Applying `step`'s decided results failed on the model worker: our weights are no longer the epoch's."""
+
+    epoch: int
+    step: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class Applied:
     epoch: int
     step: int
@@ -206,7 +215,7 @@ class TimerFired:
 
 
 Event = (ChainUpdate | PeerReady | PeerResult | ResultHeld | ResultFailed | ListHeld | EpochPrepared | Trained
-         | TrainFailed | Applied | Saved | TxDone | RecordsRead | Checked | StopRequested | RunClosed
+         | TrainFailed | Applied | ApplyFailed | Saved | TxDone | RecordsRead | Checked | StopRequested | RunClosed
          | TimerFired)  # fmt: skip
 
 
@@ -486,6 +495,10 @@ class ClientMachine:
                     self.applied = step
                     self.digests[step] = digest
                     out.append(Emit("applied", {"step": step, "results": results, "decided": True}))
+            case ApplyFailed(epoch, step, reason):
+                if epoch == self.epoch and step == self.applying:
+                    self.applying = None
+                    out += self._leave(f"applying step {step} failed: {reason}"[:300])
             case Saved(epoch, step, manifest, digest):
                 out += self._on_saved(epoch, step, manifest, digest)
             case TxDone():
