@@ -5,7 +5,7 @@ weight snapshots and committed states a member keeps, and one real check replaye
 
     .venv/bin/python benchmarks/client/memory.py                   # ~10M, ~100M, ~400M (minutes)
     .venv/bin/python benchmarks/client/memory.py --sizes 1.2b      # the llama-1b shape (run alone: ~20 GB)
-    .venv/bin/python benchmarks/client/memory.py --activation-checkpointing   # activations of one layer
+    .venv/bin/python benchmarks/client/memory.py --lean-memory     # cohort train --lean-memory's member
     .venv/bin/python benchmarks/client/memory.py --ranks 2 --modes off   # a member sharded over 2 processes
 
 Each size and mode runs in a fresh process (so peaks do not mix); phases are measured with the kernel's
@@ -14,7 +14,7 @@ vocabulary, 256 tokens a step (one sequence), the example run's DisTrO settings 
 The algorithm itself needs 12 B/param (fp32 weights, gradients, momentum).
 
 With --ranks N > 1 the member is a `ShardedReplica` (FSDP2 over N gloo ranks on this machine, a fresh
-process a rank; verification "off" only: a sharded member cannot verify yet). Rank 0 drives the same phases;
+process a rank; verification "off" only: a sharded member commits its state but does not check others yet). Rank 0 drives the same phases;
 every rank measures its own peaks, each printed in bytes per parameter of the *whole* model (an ideal split
 of 12 B/param over 2 ranks shows ~6 a rank). A rank other than 0 runs `serve_rank` and sees no phases, only
 the ops rank 0 broadcasts (the benchmark listens on torch.distributed.broadcast_object_list): its build is
@@ -91,7 +91,7 @@ def _setup(size: str, modules: tuple = ()):
     )  # fmt: skip
 
 
-def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
+def child(size: str, verified: bool, lean: bool = False) -> dict:
     import torch
 
     from cohort.client.data import BatchId
@@ -113,7 +113,11 @@ def child(size: str, verified: bool, checkpointing: bool = False) -> dict:
         phases[name] = max(phases.get(name, 0.0), float(_status("VmHWM") - baseline))
         return out
 
-    replica = phase("build", trainer_module.LocalReplica, spec, seed=1, activation_checkpointing=checkpointing)
+    if lean:  # what `cohort train --lean-memory` does before it builds its replica
+        from cohort.client.runtime.memory import return_freed_memory
+
+        return_freed_memory()
+    replica = phase("build", trainer_module.LocalReplica, spec, seed=1, activation_checkpointing=lean)
     params = sum(p.numel() for p in replica.model.parameters())
     replica.start_epoch(0, cold=False, verified=verified)
     states: dict[
@@ -272,8 +276,9 @@ def main() -> None:
         "--sizes", nargs="+", default=["10m", "100m", "400m"], choices=sorted(SHAPES)
     )
     parser.add_argument("--modes", nargs="+", default=["off", "on"], choices=["off", "on"])
-    parser.add_argument("--activation-checkpointing", action="store_true",
-                        help="recompute each layer's activations in the backward (LocalReplica's option)")
+    parser.add_argument("--lean-memory", action="store_true",
+                        help="as `cohort train --lean-memory`: activations recomputed in the backward, freed memory "
+                             "given back at once")
     parser.add_argument("--ranks", type=int, default=1, metavar="N",
                         help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks, mode off)")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
@@ -282,7 +287,7 @@ def main() -> None:
     parser.add_argument("--rank-child", nargs=4, metavar=("SIZE", "RANK", "WORLD", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1] == "on", args.activation_checkpointing)))
+        print(json.dumps(child(args.child[0], args.child[1] == "on", args.lean_memory)))
         return
     if args.rank_child:
         size, rank, world, port = args.rank_child
@@ -297,7 +302,7 @@ def main() -> None:
           f"(above imports) | train s  apply s  check s")  # fmt: skip
     for size in args.sizes:
         for mode in args.modes:
-            flags = ["--activation-checkpointing"] if args.activation_checkpointing else []
+            flags = ["--lean-memory"] if args.lean_memory else []
             run = subprocess.run(
                 [sys.executable, __file__, "--child", size, mode, *flags], capture_output=True, text=True
             )
@@ -315,10 +320,10 @@ def sharded_table(args: argparse.Namespace) -> None:
     """The member over args.ranks processes: one row a rank, in bytes per parameter of the whole model."""
     nan = float("nan")
     if "on" in args.modes:
-        print('verification "on" is not supported by a sharded member (it cannot commit its optimizer state): '
-              'only "off" runs')  # fmt: skip
-    if args.activation_checkpointing:
-        print("--activation-checkpointing is not supported by a sharded member: its ranks run without it")
+        print('verification "on" is measured for one-process members only (a sharded member commits its state '
+              'but does not check others yet): only "off" runs')  # fmt: skip
+    if args.lean_memory:
+        print("--lean-memory is not supported by a sharded member: its ranks run without it")
     if "off" not in args.modes:
         return
     print(f"{'model':>6} {'params':>13} {'verif.':>6} {'ranks':>5} {'':6} | {'build':>6} {'train':>6} "

@@ -1,24 +1,34 @@
-"""A member sharded over two gloo ranks (FSDP2) beside a one-process replica of the same run: the same
-starting weights, the same loss, a payload that picks what the one-process replica picks (here: the very
-bytes), and after applying the same decided list the same weights digest, per-round checksum and held-out
-loss (the apply is exact on every rank's rows)."""
+"""A member sharded over two gloo ranks (FSDP2) beside one-process replicas of the same run, which verifies
+results: the same starting weights, the same loss, a payload that picks what the one-process replica picks,
+and after applying the same decided list the same weights digest, per-round checksum and held-out loss (the
+apply is exact on every rank's rows). Every step the member commits its optimizer state (streamed from its
+ranks to rank 0's disk) with the commitment in its payload's header, and a one-process verifier that trained
+the same earlier steps checks the member's steps from those committed parts and passes them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from cohort.client.distro.compress import densify
+import torch
+
+from cohort.client.distro import DistroResult
+from cohort.client.distro.compress import SparseTiles, densify
+from cohort.client.p2p.manifest import Manifest
 from cohort.client.runtime.local_run import write_config
 from cohort.client.runtime.trainer import LocalReplica
+from cohort.client.verify.state import STATE_FILE, CommittedState, decode_state
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file
 
 WORKER = Path(__file__).with_name("sharded_worker.py")
+CHECK_SEED = b"drawn after the member's step was decided"
 
 
 def _free_port() -> int:
@@ -27,17 +37,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_two_rank_member_trains_and_applies_as_one_replica(tmp_path):
+def batch(step: int) -> tuple[int, int]:
+    """The member's batch of `step` (the one-process reference trains the same)."""
+    return 12 * (step - 1), 12 * (step - 1) + 6
+
+
+def _other(step: int) -> tuple[int, int]:
+    start, end = batch(step)
+    return end, 2 * end - start  # the next sequences: a second trainer of the round
+
+
+def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
+    started = time.monotonic()
     config = write_config(tmp_path / "run.toml", max_seq_len=32)
     run_file = load_run_file(config, CoordinatorCore())
     spec = training_spec(run_file.metadata, run_file.model)
+    # `one` trains the member's batches (the reference), `other` its own (and checks the member's steps)
     one, other = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7)
     start = one.digest()
     for replica in (one, other):
-        replica.start_epoch(1, cold=False)
-    ref = one.train(1, 0, 6)  # the very batch the member trains
-    (tmp_path / "ref-1.bin").write_bytes(ref.payload)
-    (tmp_path / "other-1.bin").write_bytes(other.train(1, 6, 12).payload)  # a second trainer of the round
+        replica.start_epoch(1, cold=False, verified=True)
+    ref = {}
+    for step in (1, 2):
+        ref[step] = one.train(step, *batch(step))
+        (tmp_path / f"ref-{step}.bin").write_bytes(ref[step].payload)
+        (tmp_path / f"other-{step}.bin").write_bytes(other.train(step, *_other(step)).payload)
+    decided = [(tmp_path / name).read_bytes() for name in ("ref-1.bin", "other-1.bin")]  # step 1's list
+    for replica in (one, other):
+        replica.apply(1, decided)
+    applied, checksum, held_out = one.digest(), one.checksum(), one.evaluate(4).loss
+    ref[3] = one.train(3, *batch(3))
+    other.train(3, *_other(3))
+
+    (tmp_path / "batches.json").write_text(json.dumps({step: batch(step) for step in (1, 2, 3)}))
     port = _free_port()
     ranks = [
         subprocess.Popen([sys.executable, str(WORKER), str(config), str(tmp_path), str(rank), str(port)],
@@ -54,18 +86,62 @@ def test_a_two_rank_member_trains_and_applies_as_one_replica(tmp_path):
                 rank.wait()
     out = json.loads((tmp_path / "member.json").read_text())
     assert out["start"] == start
-    assert abs(out["loss"] - ref.loss) < 1e-4
+    for step in (1, 2, 3):  # step 3 follows an evaluation: the member's forward runs on the rows DisTrO holds
+        assert abs(out["loss"][str(step)] - ref[step].loss) < 1e-4, (step, out["loss"], ref[step].loss)
 
     # the gradients are reduced in another order: the picks must agree, the bits may differ
     codec = one.codec
-    mine, theirs = codec.decode(ref.payload).result, codec.decode((tmp_path / "member-1.bin").read_bytes()).result
-    kept = agree = 0
-    for b, a, c in zip(codec.layout.buckets, mine.tiles, theirs.tiles, strict=True):
-        pa, pc = densify(a, b.totalk) != 0, densify(c, b.totalk) != 0
-        kept, agree = kept + int(pa.sum()), agree + int((pa & pc).sum())
-    assert agree / kept > 0.95
+    payloads = {step: (tmp_path / f"member-{step}.bin").read_bytes() for step in (1, 2, 3)}
+    for step in (1, 2, 3):
+        mine, theirs = codec.decode(ref[step].payload).result, codec.decode(payloads[step]).result
+        kept = agree = 0
+        for b, a, c in zip(codec.layout.buckets, mine.tiles, theirs.tiles, strict=True):
+            pa, pc = densify(a, b.totalk) != 0, densify(c, b.totalk) != 0
+            kept, agree = kept + int(pa.sum()), agree + int((pa & pc).sum())
+        assert agree / kept > 0.95, (step, agree / kept)
 
-    one.apply(1, [ref.payload, (tmp_path / "other-1.bin").read_bytes()])  # the round's decided list
-    assert out["applied"] == one.digest() != start
-    assert out["checksum"] == one.checksum()
-    assert abs(out["eval"] - one.evaluate(4).loss) < 1e-3
+    assert out["applied"] == applied != start
+    assert out["checksum"] == checksum
+    assert abs(out["eval"] - held_out) < 1e-3
+
+    # each step's payload commits the state the member wrote (the manifest's hash in its header)
+    states = {}
+    for step in (1, 2, 3):
+        s = out["states"][str(step)]
+        manifest = Manifest.decode(bytes.fromhex(s["manifest"]))
+        states[step] = CommittedState(Path(s["root"]), manifest)
+        commitment = states[step].commitment
+        assert commitment.hex() == s["commitment"] == s["header"], (step, s)
+        assert one.check(payloads[step]).state == commitment == hashlib.sha256(manifest.encode()).digest()
+
+    # how close the member's momentum is to the one-process reference's on the same batches
+    layout = one.optimizer.layout
+    closeness = {}
+    for step in (1, 2, 3):
+        theirs = decode_state((states[step].root / STATE_FILE).read_bytes(), layout)
+        mine = decode_state((ref[step].state.root / STATE_FILE).read_bytes(), layout)
+        assert theirs.step == mine.step == step and theirs.sent is not None
+        a, b = torch.cat([m.reshape(-1) for m in mine.momentum]), torch.cat([m.reshape(-1) for m in theirs.momentum])
+        closeness[step] = (f"{float((a - b).norm() / a.norm()):.2e}", f"{float((a == b).float().mean()):.3f}",
+                           int((a.sign() != b.sign()).sum()), a.numel())  # fmt: skip
+    print("momentum vs one process (relative L2, share bit-equal, signs differing, values):", closeness)
+    assert all(float(c[0]) < 1e-5 for c in closeness.values()), closeness  # not bit-equal: reduction order
+
+    # a one-process verifier that trained the same earlier steps checks the member's steps from its parts
+    for step in (2, 3):
+        before, after = states[step - 1], states[step]
+        manifests = before.manifest.encode(), after.manifest.encode()
+        wanted = other.check_parts(CHECK_SEED, *manifests)
+        parts = before.read_parts(wanted) | after.read_parts(wanted)
+        assert set(wanted) == set(parts)
+        verdict = other.verify_step(step, payloads[step], payloads[step - 1], CHECK_SEED, manifests[0], parts,
+                                    manifests[1], parts)  # fmt: skip
+        assert verdict is not None and verdict.passed, verdict
+        print(f"check of the member's step {step}:", {k: round(v, 6) for k, v in verdict.metrics.items()})
+    result = codec.decode(payloads[3]).result
+    flipped = codec.encode(DistroResult(result.step, result.batch,
+                                        tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
+                                        result.state))  # fmt: skip
+    verdict = other.verify_step(3, flipped, payloads[2], CHECK_SEED, manifests[0], parts, manifests[1], parts)
+    assert verdict is not None and not verdict.passed  # the check is no formality
+    print(f"sharded replica test: {time.monotonic() - started:.1f} s")

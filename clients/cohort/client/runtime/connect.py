@@ -22,8 +22,8 @@ from cohort.sdk.wallet import load_keypair
 
 from ..p2p import NodeKey, P2PNode
 from .exchange import Exchange
-from .launch import member_ranks, verifying_refusal
-from .memory import check_memory
+from .launch import member_ranks
+from .memory import check_memory, return_freed_memory
 from .options import ClientRefused, ExitCode
 from .peers import encode_endpoint
 from .weights import CheckpointShelf, default_root
@@ -63,8 +63,6 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
         raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is finished")
     if run.state in (RunState.Paused, RunState.Uninitialized):
         raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is {run.state.lower()}: nothing to join")
-    if run.config.verification_percent > 0 and member_ranks() > 1:  # torchrun's ranks: no launcher checked it
-        raise ClientRefused(ExitCode.USAGE, verifying_refusal(run.run_id, run.config.verification_percent))
     if balance < MIN_BALANCE:
         raise ClientRefused(ExitCode.UNFUNDED,
                             f"wallet {self.wallet.pubkey()} holds {balance / 1e9:.4f} SOL; a client needs "
@@ -144,14 +142,19 @@ async def build_trainer(self: Client) -> Replica:
         elif member_ranks() > 1:  # rank 0 of a member that spans processes (launch.py): the others hold shards
             from .sharded import ShardedReplica
 
+            scratch = self.shelf.root / "replica"  # the states it commits when the run verifies, on rank 0's disk
+            scratch.mkdir(parents=True, exist_ok=True)
             trainer = await self.worker.run(lambda: ShardedReplica(self.spec, seed=seed, device=o.torch_device(),
-                                                                   micro_batch_size=o.micro_batch_size))  # fmt: skip
+                                                                   micro_batch_size=o.micro_batch_size,
+                                                                   scratch=scratch))  # fmt: skip
         else:
             scratch = self.shelf.root / "replica"  # what verification keeps on disk, beside our checkpoints
             scratch.mkdir(parents=True, exist_ok=True)
+            if o.lean_memory:
+                return_freed_memory()
             trainer = await self.worker.run(lambda: LocalReplica(self.spec, seed=seed, device=o.torch_device(),
-                                                                 micro_batch_size=o.micro_batch_size,
-                                                                 scratch=scratch))  # fmt: skip
+                                                                 micro_batch_size=o.micro_batch_size, scratch=scratch,
+                                                                 activation_checkpointing=o.lean_memory))  # fmt: skip
         if o.slowdown > 1:
             trainer = SlowedReplica(trainer, o.slowdown)
     except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included

@@ -1,13 +1,15 @@
 """`cohort train --nproc-per-node N`: one member in N processes of this machine (its ranks), torchrun-style.
 
 The launcher (the `cohort train` a user or a supervisor started) checks what it can before any rank starts:
-N (1..64), and that the run does not verify results (a member of several ranks cannot commit its optimizer
-state for checks yet: one line, exit code 2). Then it starts the same command N times, each in a process
-group of its own, with torchrun's environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port). It forwards SIGINT and SIGTERM to every rank's group (a
-second signal kills them), stops the others when a rank fails (SIGTERM, then SIGKILL after LEAVE_GRACE), kills
-ranks that outlive rank 0 by LEAVE_GRACE, and exits with rank 0's code, non-zero when any rank failed. Ranks
-die with the launcher (PR_SET_PDEATHSIG), so a supervisor's SIGKILL of it leaves no rank behind.
+N (1..64), and that the run exists and the chain answers (one line and the client's exit code otherwise). A
+run that verifies results is trained like any other: rank 0 commits the member's optimizer state every step
+(sharded.py), so its results are checked like a one-process member's (it does not check others' yet). Then it
+starts the same command N times, each in a process group of its own, with torchrun's environment: RANK,
+LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port). It forwards
+SIGINT and SIGTERM to every rank's group (a second signal kills them), stops the others when a rank fails
+(SIGTERM, then SIGKILL after LEAVE_GRACE), kills ranks that outlive rank 0 by LEAVE_GRACE, and exits with rank
+0's code, non-zero when any rank failed. Ranks die with the launcher (PR_SET_PDEATHSIG), so a supervisor's
+SIGKILL of it leaves no rank behind.
 
 A `cohort train` that finds WORLD_SIZE > 1 in its environment (started by the launcher, or by torchrun with
 --nnodes 1) is one rank: it joins the process group (gloo; NCCL for a GPU's tensors, gloo for objects and CPU
@@ -46,11 +48,6 @@ LEAVE_GRACE = 90  # seconds a rank may take to leave once told (rank 0: a step i
 POLL = 0.1  # seconds between the launcher's looks at its ranks
 
 ClientRunner = Callable[[ClientOptions, "Leader | None"], int]  # runs the client, returns its exit code
-
-
-def verifying_refusal(run_id: str, percent: int) -> str:
-    return (f"run {run_id!r} verifies results ({percent}% of them), and a member of several processes cannot "
-            "commit its optimizer state for checks yet: train it with --nproc-per-node 1")  # fmt: skip
 
 
 # -- a rank -----------------------------------------------------------------------------------------
@@ -190,8 +187,8 @@ def _leave_when_let_go() -> None:
 
 # -- the launcher -----------------------------------------------------------------------------------
 def check_launchable(options: ClientOptions) -> None:
-    """ClientRefused (one line, an exit code) for a member of several ranks that cannot join the run:
-    it verifies results. Read once from the chain, before any rank starts."""
+    """ClientRefused (one line, an exit code) for a member of several ranks that cannot join the run: it
+    does not exist, or the chain does not answer. Read once from the chain, before any rank starts."""
     asyncio.run(_check_run(options))
 
 
@@ -207,13 +204,11 @@ async def _check_run(options: ClientOptions) -> None:
     try:
         async with Rpc(list(options.cluster_urls), idl=idl) as rpc:
             chain = RunClient(rpc, Pubkey.from_string(options.program_id), ws_url=options.ws_url, idl=idl)
-            run = await chain.fetch_run(options.run)
+            await chain.fetch_run(options.run)
     except RunNotFound as e:
         raise ClientRefused(ExitCode.RUN_NOT_FOUND, str(e)) from None
     except (RpcUnavailable, CohortError) as e:
         raise ClientRefused(ExitCode.RPC_UNREACHABLE, str(e)) from None
-    if run.config.verification_percent > 0:
-        raise ClientRefused(ExitCode.USAGE, verifying_refusal(run.run_id, run.config.verification_percent))
 
 
 def launch(nproc: int, argv: Sequence[str], *, grace: float = LEAVE_GRACE) -> int:

@@ -78,6 +78,34 @@ def check_memory(
         hint = f"; --micro-batch-size {fits} would fit"
     elif estimate.untrainable:
         hint = f"; {estimate.untrainable}"
+    elif not options.lean_memory:
+        hint = "; --lean-memory holds less (the activations of one layer at a time)"
     raise ClientRefused(ExitCode.TOO_LITTLE_MEMORY,
                         f"run {run_id!r} ({spec.preset}) cannot be trained here: {estimate.summary()}, and "
                         f"{where}{hint}")  # fmt: skip
+
+
+# glibc's mallopt parameter that fixes the size from which malloc maps memory of its own (and unmaps it when
+# freed); fixing it also stops glibc from raising it on its own as big blocks are freed
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 1 << 20
+
+
+def return_freed_memory(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Make every allocation of `threshold` bytes or more (tensors of a model's size) its own mapping, given
+    back to the system the moment it is freed. By default glibc raises that threshold up to 32 MiB as big
+    blocks are freed, after which a training step's gradients, activations and DisTrO temporaries come from
+    its heap and stay resident, fragmented, after they are freed: ~1.5 B/param of a 400M member
+    (benchmarks/client/memory.py). False where the C library is not glibc (nothing changes there)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt(_M_MMAP_THRESHOLD, int(threshold)) == 1

@@ -44,6 +44,7 @@ class ClientOptions:
     relays: tuple[str, ...] = ()  # iroh relay URLs, for peers behind NAT on the internet
     micro_batch_size: int | None = None
     memory_limit: float | None = None  # GiB a member may use (default: what the device has available)
+    lean_memory: bool = False  # recompute activations, give freed memory back at once: less memory, more time
     checkpoint_dir: Path | None = None
     logs: str = "console"  # console | json | none
     events: Path | None = None

@@ -23,16 +23,28 @@ rank's loss weighted by its share so the reduced gradient is the whole batch's m
 number of forward/backward passes (a rank with fewer sequences runs a zero-weighted one), as FSDP's
 collectives need. The ranks share one machine's file system (a checkpoint is loaded from rank 0's path).
 
-Not yet (the member refuses rather than pretends): committing its optimizer state and replaying checks (a
-run that verifies results: `cohort train` refuses it before starting any rank), and stopping a step midway
-(an abort is honoured between steps).
+In a run that verifies results the member commits its optimizer state after every step as a one-process
+replica of the same layout commits its own (verify/state.py: the same `state.bin` and `signs.bin`, parts and
+manifest, the manifest's hash in the payload's header), so any one-process verifier checks its results like
+anyone's. Rank 0 writes it to its own disk (`scratch`, the old steps pruned as LocalReplica prunes them) and
+never holds the member's whole momentum: the ranks stream it to rank 0 one piece at a time, in the state's
+order (per bucket, per parameter, each rank's rows in rank order: a rank's dim-0 rows of a parameter are a
+contiguous run of its flattened momentum), while rank 0 hashes and writes; the last transmission is the ranks'
+`sent` tiles put together in tile order, as the payload's tiles are.
+
+Not yet: checking other trainers' results (a replay on shards: `can_verify` is false, so a check the run
+draws for this member is skipped, as by a member that no longer holds the step's weights), and stopping a
+step midway (an abort is honoured between steps).
 """
 
 from __future__ import annotations
 
+import math
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -49,8 +61,10 @@ from ..distro import DistroOptimizer, DistroResult, SparseTiles, WireCodec, plan
 from ..distro.shards import ShardPlan, assemble, local_results, plan_shard
 from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
 from ..model.digest import bit_sum, checksum_of, tensors_digest
+from ..verify.sample import manifest_limit, parts_to_fetch, sample_bands, state_manifest
+from ..verify.state import STREAM_VALUES, CommittedState, write_committed
 from .replica import Aborted, PayloadHeader, StepOutput
-from .trainer import ColdStart, distro_config, lr_schedule, open_dataset
+from .trainer import ColdStart, CommittedStates, distro_config, lr_schedule, open_dataset
 
 T = TypeVar("T")
 # seconds rank 0 lets pass without an op before it pings the others: far below any process group timeout
@@ -97,17 +111,22 @@ class _Rank:
         self.codec = WireCodec.for_config(whole, config)
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
+        self.commit = False  # the run verifies: every step's optimizer state is committed (on rank 0's disk)
 
     @staticmethod
     def _sum(t: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(t)
         return t
 
-    def start_epoch(self, start_step: int, cold: bool) -> None:
+    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         self.cold_start.start, self.cold_start.active = start_step, cold
+        self.commit = verified
 
-    def train(self, step: int, start: int, end: int) -> tuple[bytes | None, float, int]:
-        """(the member's payload on rank 0, the batch's mean loss, tokens) for the batch [start, end)."""
+    def train(self, step: int, start: int, end: int) -> tuple[DistroResult | None, tuple[SparseTiles, ...] | None,
+                                                              float, int]:  # fmt: skip
+        """(the member's result on rank 0, with its last transmission when it commits its state (both the
+        ranks' tiles put together in the model's tile order), the batch's mean loss, tokens) for the batch
+        [start, end). A committing member's momentum follows in the next op (`send_momentum`)."""
         sequences = self.data.sequences(BatchId(start, end))
         total = len(sequences)
         mine = torch.tensor_split(sequences, self.world)[self.rank].to(self.device)
@@ -136,10 +155,48 @@ class _Rank:
             for view in self.local:
                 view.grad = None
         dist.all_reduce(loss_sum)
+        loss, tokens = float(loss_sum) / total, sequences.numel()
+        sent = None
+        if self.commit:  # what the error feedback removed: the state's last section (after generate, never None)
+            sent = tuple(SparseTiles(i.cpu(), v.cpu()) for i, v in self.optimizer.state_dict()["sent"])
         parts: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object(_on_cpu(result), parts, dst=0)
-        payload = None if parts is None else self.codec.encode(assemble(self.plans, parts))
-        return payload, float(loss_sum) / total, sequences.numel()
+        dist.gather_object((_on_cpu(result), sent), parts, dst=0)
+        if parts is None:
+            return None, None, loss, tokens
+        results = [r for r, _ in parts]
+        whole = assemble(self.plans, results)
+        if not self.commit:
+            return whole, None, loss, tokens
+        sent_tiles = assemble(self.plans, [replace(r, tiles=s) for r, (_, s) in zip(results, parts, strict=True)])
+        return whole, sent_tiles.tiles, loss, tokens
+
+    def momentum_pieces(self) -> Iterator[torch.Tensor]:
+        """The member's momentum in the order of a one-process replica's state (per bucket, per member
+        parameter, every rank's rows of it in rank order, flat), in pieces of at most STREAM_VALUES values. On
+        rank 0 it yields each piece as it comes (its own rows where they lie, the others' received from the
+        rank that holds them, one at a time); on another rank it yields nothing and sends its own pieces to
+        rank 0 as rank 0 comes to them, so every rank must run through it together (`send_momentum`)."""
+        for i, bucket in enumerate(self.plan.model.buckets):
+            for j in range(len(bucket.members)):
+                for r, plan in enumerate(self.plans):
+                    count = math.prod(plan.local.buckets[i].shape)  # rank r's rows of this parameter
+                    for lo in range(0, count, STREAM_VALUES):
+                        hi = min(count, lo + STREAM_VALUES)
+                        if r == self.rank:
+                            piece = self.optimizer.momentum[i][j].reshape(-1)[lo:hi]
+                            if self.rank == 0:
+                                yield piece
+                            else:
+                                dist.send(piece.contiguous(), dst=0)
+                        elif self.rank == 0:
+                            piece = torch.empty(hi - lo, dtype=torch.float32, device=self.device)
+                            dist.recv(piece, src=r)
+                            yield piece
+
+    def send_momentum(self) -> None:
+        """A rank other than 0: send its momentum to rank 0, which writes the member's state meanwhile."""
+        for _ in self.momentum_pieces():
+            pass
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         decided = [self.codec.decode(p) for p in payloads]
@@ -177,7 +234,21 @@ class _Rank:
         self.optimizer.reset_momentum()
 
     def evaluate(self, max_sequences: int) -> EvalResult:
-        return evaluate(self.model, self.validation, max_sequences)  # every rank the same sequences
+        try:
+            return evaluate(self.model, self.validation, max_sequences)  # every rank the same sequences
+        finally:
+            self._reshard()
+
+    def _reshard(self) -> None:
+        """Free every gathered parameter, so the next forward gathers the rows DisTrO holds. FSDP2 keeps the
+        root's parameters (embeddings, final norm, head) gathered after a forward that no backward follows
+        (an evaluation): the next step's forward would run on those stale copies, missing its own lookahead
+        and every apply since (a payload and a state a replay of the step does not reproduce)."""
+        from torch.distributed.fsdp import FSDPModule
+
+        for module in self.model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
 
 
 def _portable(spec: TrainingSpec) -> TrainingSpec:
@@ -294,10 +365,16 @@ class ShardedReplica:
     """Rank 0's `Replica` (replica.py) of a member whose model is sharded over `world` ranks."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
-                 micro_batch_size: int | None = None) -> None:  # fmt: skip
+                 micro_batch_size: int | None = None, scratch: Path | None = None) -> None:  # fmt: skip
+        """`scratch`: a directory of this member's own (on rank 0's disk) for the optimizer states it commits
+        when the run verifies results; default: a temporary one, removed with it."""
         if not dist.is_initialized() or dist.get_rank() != 0:
             raise RuntimeError("a ShardedReplica lives on rank 0 of an initialised process group")
         self.spec = spec
+        self._scratch_dir = tempfile.TemporaryDirectory(prefix="cohort-sharded-") if scratch is None else None
+        self.scratch = Path(self._scratch_dir.name) if self._scratch_dir is not None else scratch
+        shutil.rmtree(self.scratch / "states", ignore_errors=True)  # a previous run of this client's: nobody serves them
+        self._states = CommittedStates(self.scratch / "states")
         self._leader = leader()
         # the other ranks learn the run here (only rank 0 reads it), then every rank builds its rows
         self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size),
@@ -339,24 +416,46 @@ class ShardedReplica:
     def payload_size(self) -> int:
         return self.codec.size
 
-    state_manifest_limit = 0  # a sharded member commits no optimizer state yet
+    @property
+    def state_manifest_limit(self) -> int:
+        """The largest manifest of a state a trainer of this run commits (ours included)."""
+        return manifest_limit(self._rank.plan.model)
 
     def check_parts(self, seed: bytes, before: bytes, after: bytes) -> list[bytes]:
-        return []  # never asked: can_verify is false
+        """What a check drawn with `seed` reads of a trainer's two states (never asked yet: can_verify is false)."""
+        layout = self._rank.plan.model
+        return parts_to_fetch(layout, sample_bands(layout, seed), state_manifest(before, layout),
+                              state_manifest(after, layout))  # fmt: skip
+
+    @property
+    def commit_state(self) -> bool:
+        """Whether every step commits the member's optimizer state (the epoch's run verifies results)."""
+        return self._rank.commit
 
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
-        if verified:
-            raise RuntimeError("a member sharded over several processes cannot commit its optimizer state yet, "
-                               "and this run verifies results")  # fmt: skip
-        self._everyone("start_epoch", start_step, cold)
+        """The epoch's first step, whether it is a cold start, and whether the run verifies results (then every
+        step commits the member's optimizer state)."""
+        self._everyone("start_epoch", start_step, cold, verified)
 
     def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
         if abort is not None and abort.is_set():  # between steps only: the ranks run a step as one
             raise Aborted(f"training of step {step} stopped")
         started = time.perf_counter()
-        payload, loss, tokens = self._everyone("train", step, start, end)
-        assert payload is not None
-        return StepOutput(payload, loss, tokens, time.perf_counter() - started)
+        result, sent, loss, tokens = self._everyone("train", step, start, end)
+        assert result is not None
+        state = None
+        if self.commit_state:
+            assert sent is not None
+            state = self._commit(step, sent)
+            result = replace(result, state=state.commitment)
+        return StepOutput(self.codec.encode(result), loss, tokens, time.perf_counter() - started, state)
+
+    def _commit(self, step: int, sent: tuple[SparseTiles, ...]) -> CommittedState:
+        """The member's optimizer state after `step`, kept as a one-process replica keeps its own
+        (CommittedStates), the momentum streamed from the ranks one piece at a time."""
+        layout = self._rank.plan.model
+        return self._states.commit(step, lambda partial: self._leader.run(
+            "send_momentum", (), lambda: write_committed(partial, layout, step, self._rank.momentum_pieces(), sent)))
 
     def check(self, payload: bytes) -> PayloadHeader:
         result = self.codec.decode(payload).result
@@ -378,7 +477,7 @@ class ShardedReplica:
         return self._everyone("evaluate", max_sequences)
 
     def can_verify(self, step: int) -> bool:
-        return False
+        return False  # replaying a step on shards is not built yet: checks drawn for us are skipped
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

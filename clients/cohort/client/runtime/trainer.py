@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -119,6 +119,33 @@ class ColdStart:
         return lr
 
 
+class CommittedStates:
+    """A replica's own committed states on disk, in `folder`: each in a directory named by its step and
+    commitment (a step trained again never overwrites files a server may be reading), the last KEPT_STATES
+    steps kept (the blob store, which serves them, usually collects them sooner)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._steps: dict[int, list[Path]] = {}
+
+    def commit(self, step: int, write: Callable[[Path], CommittedState]) -> CommittedState:
+        """The state `write` writes into the directory it is given, kept under its final name."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = self.folder / f"state-{step}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        written = write(partial)
+        path = self.folder / f"state-{step}-{written.commitment.hex()[:16]}"
+        if path.exists():  # the same state committed again: the one being served stays
+            shutil.rmtree(partial)
+        else:
+            partial.replace(path)
+        self._steps.setdefault(step, []).append(path)
+        for old in [s for s in self._steps if s <= step - KEPT_STATES]:
+            for stale in self._steps.pop(old):
+                shutil.rmtree(stale, ignore_errors=True)
+        return replace(written, root=path)
+
+
 class LocalReplica:
     """The model, its DisTrO optimizer and the data, for one client: a `Replica` (replica.py) held whole
     in this process on one device."""
@@ -155,7 +182,7 @@ class LocalReplica:
             shutil.rmtree(self.scratch / leftover, ignore_errors=True)
         self.snapshots = WeightSnapshots(self.scratch / "snapshots", KEPT_SNAPSHOTS)  # weights at a step's start
         self._stash = WeightSnapshots(self.scratch / "stash", 1)  # our own weights while a check borrows them
-        self._states: dict[int, list[Path]] = {}  # step -> our committed state files
+        self._states = CommittedStates(self.scratch / "states")
 
     @property
     def codec(self):
@@ -200,23 +227,8 @@ class LocalReplica:
         return StepOutput(payload, loss, sequences.numel(), time.perf_counter() - started, state)
 
     def _commit(self, step: int) -> CommittedState:
-        """Our optimizer state after `step`, written to disk under a name of its own (a step trained again
-        never overwrites a file a server may be reading)."""
-        folder = self.scratch / "states"
-        folder.mkdir(exist_ok=True)
-        partial = folder / f"state-{step}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        written = write_state(self.optimizer, step, partial)
-        path = folder / f"state-{step}-{written.commitment.hex()[:16]}"
-        if path.exists():  # the same state committed again: the one being served stays
-            shutil.rmtree(partial)
-        else:
-            partial.replace(path)
-        self._states.setdefault(step, []).append(path)
-        for old in [s for s in self._states if s <= step - KEPT_STATES]:
-            for stale in self._states.pop(old):
-                shutil.rmtree(stale, ignore_errors=True)
-        return replace(written, root=path)
+        """Our optimizer state after `step`, on disk (see CommittedStates)."""
+        return self._states.commit(step, lambda partial: write_state(self.optimizer, step, partial))
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         """Sign-SGD along the aggregate of the round's accepted results (every replica: the same bits)."""

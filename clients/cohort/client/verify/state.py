@@ -40,7 +40,7 @@ import hashlib
 import struct
 import sys
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,19 +146,52 @@ def state_parts(state: OptimizerState, layout: Layout) -> Iterator[memoryview | 
     """The bytes of `state` (see the module doc) in order, in pieces of bounded size."""
     if state.layout != layout.digest:
         raise StateError("state was taken for a different parameter layout")
-    yield HEADER.pack(MAGIC, VERSION, state.sent is not None, 0, state.step, state.layout)
     for b, m in zip(layout.buckets, state.momentum, strict=True):
         if tuple(m.shape) != b.stacked_shape:
             raise StateError(f"momentum of shape {tuple(m.shape)}, expected {b.stacked_shape}")
-        flat = m.detach().reshape(-1)
-        for lo in range(0, flat.numel(), STREAM_VALUES):
-            yield _le(flat[lo : lo + STREAM_VALUES].cpu().float().numpy(), "<f4")
-    if state.sent is not None:
-        for b, t in zip(layout.buckets, state.sent, strict=True):
-            if tuple(t.indices.shape) != (b.num_tiles, b.topk) or t.values.shape != t.indices.shape:
-                raise StateError("sent tiles do not fit the layout")
-            yield _le(t.indices.cpu().numpy(), "<u4")
-            yield _le(t.values.cpu().float().numpy(), "<f4")
+    yield _header(layout, state.step, state.sent)
+    for _, values, _ in _bucket_values(layout, (m.detach().reshape(-1) for m in state.momentum)):
+        yield _le(values, "<f4")
+    yield from _sent_parts(layout, state.sent)
+
+
+def _header(layout: Layout, step: int, sent: Sequence[SparseTiles] | None) -> bytes:
+    return HEADER.pack(MAGIC, VERSION, sent is not None, 0, step, layout.digest)
+
+
+def _bucket_values(layout: Layout, momentum: Iterable[torch.Tensor]) -> Iterator[tuple[int, np.ndarray, bool]]:
+    """The momentum given as pieces of any length (flat, in layout order: each bucket's values one after the
+    other, a piece may span buckets) as fp32 arrays of at most `STREAM_VALUES` values that never span two
+    buckets: (bucket index, values, whether they end the bucket). StateError unless the pieces hold exactly
+    the layout's values."""
+    sizes = [b.numel for b in layout.buckets]
+    bucket, left = 0, sizes[0]
+    for piece in momentum:
+        flat = piece.detach().reshape(-1)
+        lo = 0
+        while lo < flat.numel():
+            if bucket == len(sizes):
+                raise StateError(f"momentum holds more than the layout's {layout.numel} values")
+            hi = min(flat.numel(), lo + left, lo + STREAM_VALUES)
+            left -= hi - lo
+            yield bucket, flat[lo:hi].cpu().float().numpy(), left == 0
+            lo = hi
+            if left == 0:
+                bucket += 1
+                left = sizes[bucket] if bucket < len(sizes) else 0
+    if bucket != len(sizes):
+        raise StateError(f"momentum ends inside bucket {bucket} of {len(sizes)}")
+
+
+def _sent_parts(layout: Layout, sent: Sequence[SparseTiles] | None) -> Iterator[memoryview]:
+    """The `sent` section of a state: per bucket its indices (u32), then its values (fp32)."""
+    if sent is None:
+        return
+    for b, t in zip(layout.buckets, sent, strict=True):
+        if tuple(t.indices.shape) != (b.num_tiles, b.topk) or t.values.shape != t.indices.shape:
+            raise StateError("sent tiles do not fit the layout")
+        yield _le(t.indices.cpu().numpy(), "<u4")
+        yield _le(t.values.cpu().float().numpy(), "<f4")
 
 
 def encode_state(state: OptimizerState, layout: Layout) -> bytes:
@@ -216,27 +249,66 @@ def signs_size(layout: Layout) -> int:
     return sum(-(-b.numel // 4) for b in layout.buckets)
 
 
+class _SignCodes:
+    """The sign plane of a bucket's values given in pieces of any length: packed as if in one piece."""
+
+    def __init__(self) -> None:
+        self._carry = np.zeros(0, np.float32)  # fewer than 4 values not packed yet
+
+    def pack(self, values: np.ndarray, ends_bucket: bool) -> np.ndarray:
+        if self._carry.size:
+            values = np.concatenate([self._carry, values])
+        whole = values.size if ends_bucket else values.size - values.size % 4
+        self._carry = values[whole:].copy()
+        return sign_codes(values[:whole])
+
+
+class _HashedFile:
+    """A file written in order, its `PART_SIZE` parts hashed as they are written."""
+
+    def __init__(self, path: Path) -> None:
+        self.name, self._file, self._hashes = path.name, open(path, "wb"), _PartHashes()
+
+    def write(self, data: memoryview | bytes) -> None:
+        self._hashes.update(data)
+        self._file.write(data)
+
+    def close(self) -> FileEntry:
+        self._file.close()
+        return FileEntry(self.name, self._hashes.size, self._hashes.finish())
+
+
+def write_committed(root: Path, layout: Layout, step: int, momentum: Iterable[torch.Tensor],
+                    sent: Sequence[SparseTiles] | None, *, signs: bool = True) -> CommittedState:  # fmt: skip
+    """Write a state of `layout` after `step` into the directory `root`: `state.bin` (see the module doc) and,
+    unless `signs` is false (a stash nobody checks), `signs.bin`, in one pass over the momentum, hashing their
+    parts as they are written. `momentum`: the fp32 momentum in pieces, flat, in layout order (each bucket's
+    parameters stacked in model order; pieces of any length, read once, one at a time: a whole state never
+    needs to be in memory, nor in one process); `sent`: the last transmission per bucket, or None."""
+    root.mkdir(parents=True, exist_ok=True)
+    state = _HashedFile(root / STATE_FILE)
+    plane = _HashedFile(root / SIGNS_FILE) if signs else None
+    try:
+        state.write(_header(layout, step, sent))
+        codes = _SignCodes()
+        for _, values, ends_bucket in _bucket_values(layout, momentum):
+            state.write(_le(values, "<f4"))
+            if plane is not None:
+                plane.write(memoryview(codes.pack(values, ends_bucket)))
+        for part in _sent_parts(layout, sent):
+            state.write(part)
+    finally:
+        files = [state.close()] if plane is None else [plane.close(), state.close()]
+    return CommittedState(root, Manifest(PART_SIZE, tuple(files)))
+
+
 def write_state(optimizer: DistroOptimizer, step: int, root: Path, *, signs: bool = True) -> CommittedState:
     """Write the optimizer's state after `step` into the directory `root` (`state.bin`, and `signs.bin`
     unless `signs` is false: a stash nobody checks), hashing its parts as they are written (no copy of the
     state in memory: the momentum is read where it lies)."""
-    root.mkdir(parents=True, exist_ok=True)
-    state_hashes, sign_hashes = _PartHashes(), _PartHashes()
-    with open(root / STATE_FILE, "wb") as f:
-        for part in state_parts(capture(optimizer, step, copy=False), optimizer.layout):
-            state_hashes.update(part)
-            f.write(part)
-    files = [FileEntry(STATE_FILE, state_hashes.size, state_hashes.finish())]
-    if signs:
-        with open(root / SIGNS_FILE, "wb") as f:
-            for m in optimizer.momentum:
-                flat = m.detach().reshape(-1)
-                for lo in range(0, flat.numel(), STREAM_VALUES):  # STREAM_VALUES is a multiple of 4
-                    packed = sign_codes(flat[lo : lo + STREAM_VALUES].cpu().numpy())
-                    sign_hashes.update(packed)
-                    f.write(memoryview(packed))
-        files.insert(0, FileEntry(SIGNS_FILE, sign_hashes.size, sign_hashes.finish()))
-    return CommittedState(root, Manifest(PART_SIZE, tuple(files)))
+    state = capture(optimizer, step, copy=False)
+    return write_committed(root, optimizer.layout, step, (m.detach().reshape(-1) for m in state.momentum),
+                           state.sent, signs=signs)  # fmt: skip
 
 
 def read_state_into(optimizer: DistroOptimizer, path: Path) -> None:
