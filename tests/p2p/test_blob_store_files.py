@@ -43,3 +43,19 @@ def test_a_part_held_already_is_served_from_where_it_was_first_seen(tmp_path):
     assert store.gc(2) == 1  # the first manifest; its part lives on in round 2, read from its first directory
     assert (tmp_path / "one").exists() and store.get(part) == same
     assert store.gc(3) == 3 and not (tmp_path / "one").exists() and not (tmp_path / "two").exists()
+
+
+def test_a_reply_keeps_reading_what_it_opened_after_its_round_is_collected(tmp_path):
+    """The race of a verifier downloading a trainer's state while its round is collected: the reply reads
+    from the file it opened, and a blob collected before a reply begins is simply not there."""
+    data = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(256))
+    manifest = _directory(tmp_path / "s", {"a.bin": data})
+    store = BlobStore()
+    store.put_directory(tmp_path / "s", manifest, round=1)
+    part = manifest.files[0].chunks[1]
+    reader = store.open_reader(part)
+    assert reader is not None
+    assert store.gc(2) == 3 and not (tmp_path / "s").exists()
+    assert asyncio.run(reader.read(10, 20)) == data[PART + 10 : PART + 30]
+    reader.close()
+    assert store.open_reader(part) is None

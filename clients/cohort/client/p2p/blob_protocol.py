@@ -15,7 +15,7 @@ import asyncio
 import struct
 from collections.abc import Iterable
 
-from .blob_store import HASH_BYTES, BlobSource
+from .blob_store import HASH_BYTES, BlobReader, BlobSource
 from .identity import NodeId
 from .transport import READ_CHUNK, ReplyWriter, RequestRejected, Status, Transport
 
@@ -73,6 +73,18 @@ class BlobServer:
         if found is None:
             raise RequestRejected(Status.NOT_FOUND, f"no blob {blob.hex()[:16]}")
         source, size = found
+        opener = getattr(source, "open_reader", None)  # a reply holds what it reads: collecting it cuts nothing
+        reader = opener(blob) if opener is not None else None
+        if opener is not None and reader is None:
+            raise RequestRejected(Status.NOT_FOUND, f"no blob {blob.hex()[:16]}")
+        try:
+            await self._serve(peer, blob, source, size, request, reply, reader)
+        finally:
+            if reader is not None:
+                reader.close()
+
+    async def _serve(self, peer: NodeId, blob: bytes, source: BlobSource, size: int, request: bytes,
+                     reply: ReplyWriter, reader: BlobReader | None) -> None:  # fmt: skip
         start, length = PART.unpack(request[HASH_BYTES:]) if len(request) == MAX_REQUEST else (0, size)
         start = min(start, size)
         end = min(size, start + length)
@@ -94,7 +106,8 @@ class BlobServer:
             async with asyncio.timeout(self.slack + (end - start) / self.min_rate):
                 await reply.write(LENGTH_PREFIX.pack(size))
                 for offset in range(start, end, READ_CHUNK):
-                    chunk = await source.read_blob(blob, offset, min(READ_CHUNK, end - offset))
+                    part = min(READ_CHUNK, end - offset)
+                    chunk = await (reader.read(offset, part) if reader is not None else source.read_blob(blob, offset, part))
                     await reply.write(chunk)
                     self.bytes_served += len(chunk)
             complete = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -83,6 +84,25 @@ class _Entry:
     def __post_init__(self) -> None:
         if self.data is not None:
             self.size = len(self.data)
+
+
+class BlobReader:
+    """One reply's hold on a blob: its bytes, or its file opened when the reply began, so collecting the blob
+    meanwhile (its round ended, its file removed) never cuts a reply short."""
+
+    def __init__(self, entry: _Entry) -> None:
+        self._data, self._base = entry.data, entry.offset
+        self._file = None if entry.data is not None else open(entry.path, "rb")  # closed by close()
+
+    async def read(self, offset: int, size: int) -> bytes:
+        if self._data is not None:
+            return self._data[offset : offset + size]
+        assert self._file is not None
+        return await asyncio.to_thread(os.pread, self._file.fileno(), size, self._base + offset)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def _read_range(path: Path, offset: int, size: int) -> bytes:
@@ -189,6 +209,16 @@ class BlobStore:
     def blob_size(self, blob: bytes) -> int | None:
         entry = self._blobs.get(blob)
         return None if entry is None else entry.size
+
+    def open_reader(self, blob: bytes) -> BlobReader | None:
+        """A hold on `blob` for one reply (None: not held, or its file is gone already)."""
+        entry = self._blobs.get(blob)
+        if entry is None:
+            return None
+        try:
+            return BlobReader(entry)
+        except FileNotFoundError:
+            return None
 
     async def read_blob(self, blob: bytes, offset: int, size: int) -> bytes:
         entry = self._blobs[blob]
