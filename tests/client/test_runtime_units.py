@@ -171,3 +171,42 @@ async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_wa
     ok, reason = await fx._load_checkpoint(epoch=2)
     assert (ok, reason, loaded) == (False, "not on the allowlist", [])
     assert [e for e, _ in events.emitted] == ["checkpoint_retry"] * 5  # half of the 10 s warmup, then it leaves
+
+
+class _Parts:
+    """A fetcher that holds some parts and fails the rest (the P2P boundary a check's fetch stands on)."""
+
+    def __init__(self, held: dict[bytes, bytes]) -> None:
+        self.held, self.asked = held, []
+
+    async def fetch(self, blob: bytes, providers, max_size: int) -> bytes:
+        self.asked.append(blob)
+        if blob not in self.held:
+            from cohort.client.p2p import BlobFetchError
+
+            raise BlobFetchError(blob, [])
+        return self.held[blob]
+
+
+async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_plainly(tmp_path):
+    from types import SimpleNamespace
+
+    from cohort.client.p2p import BlobFetchError
+    from cohort.client.runtime.effects import PART_TRIES, Effects
+    from cohort.client.verify.sample import PartsOnDisk
+
+    held = {bytes([i]) * 32: bytes([i]) * 100 for i in range(5)}
+    fetcher = _Parts(held)
+    effects = Effects(SimpleNamespace(node=SimpleNamespace(fetcher=fetcher)))
+    parts = PartsOnDisk(tmp_path / "a.parts")
+    await effects._fetch_parts(list(held), [], parts)
+    assert dict(parts) == held and sorted(fetcher.asked) == sorted(held)
+    parts.close()
+
+    missing = b"\xff" * 32
+    parts = PartsOnDisk(tmp_path / "b.parts")
+    with pytest.raises(BlobFetchError):  # the caller reports StateNotDelivered: a plain error, not a group
+        await effects._fetch_parts([*held, missing], [], parts)
+    assert fetcher.asked.count(missing) == PART_TRIES
+    parts.close()
+    assert not (tmp_path / "b.parts").exists()

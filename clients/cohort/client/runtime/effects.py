@@ -490,10 +490,13 @@ class Effects:
                         if attempt == PART_TRIES - 1:
                             raise
 
-        async with asyncio.timeout(CHECK_SLACK + len(wanted) * PART_SIZE / CHECK_RATE):
-            async with asyncio.TaskGroup() as group:
-                for _ in range(CHECK_PARALLEL):
-                    group.create_task(worker())
+        try:
+            async with asyncio.timeout(CHECK_SLACK + len(wanted) * PART_SIZE / CHECK_RATE):
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(CHECK_PARALLEL):
+                        group.create_task(worker())
+        except ExceptionGroup as failed:  # a worker's failure, as the caller expects it (not a group)
+            raise failed.exceptions[0] from None
 
     def _ReportCheck(self, action: ReportCheck) -> None:
         c = self.c
