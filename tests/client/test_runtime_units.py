@@ -188,8 +188,10 @@ class _Parts:
         return self.held[blob]
 
 
-async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_plainly(tmp_path):
+async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_plainly(tmp_path, monkeypatch):
     from types import SimpleNamespace
+
+    monkeypatch.setattr("cohort.client.runtime.effects.PART_RETRY_PAUSE", 0.0)
 
     from cohort.client.p2p import BlobFetchError
     from cohort.client.runtime.effects import PART_TRIES, Effects

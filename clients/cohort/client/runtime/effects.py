@@ -55,6 +55,7 @@ from .machine import (
 )
 from .messages import Ready
 from .peers import decode_endpoint
+from .trainer import KEPT_STATES
 
 if TYPE_CHECKING:
     from .loop import Client
@@ -70,7 +71,9 @@ MANIFEST_DEADLINE = 30.0
 CHECK_RATE = 256 << 10  # bytes per second a member serves its committed parts at, at least
 CHECK_SLACK = 30.0
 CHECK_PARALLEL = 2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
-PART_TRIES = 2
+PART_TRIES = 3
+PART_RETRY_PAUSE = 1.0  # seconds before a part is asked again (a connection that broke is dialled anew)
+STATE_EXTRA_ROUNDS = KEPT_STATES - KEPT_FOR_CHECKS - 1  # our committed states outlive our results by this
 CHECKPOINT_RETRY = 1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
 
 
@@ -278,7 +281,9 @@ class Effects:
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
         if out.state is not None:  # the run verifies: our state after this step, served from disk under its hash
-            c.node.store.put_directory(out.state.root, out.state.manifest, action.step)
+            # kept as long as the replica keeps it (KEPT_STATES steps), well past its results: a check of it may
+            # start late behind slow links and busy verifiers, and it costs disk, not memory
+            c.node.store.put_directory(out.state.root, out.state.manifest, action.step + STATE_EXTRA_ROUNDS)
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]
@@ -489,6 +494,7 @@ class Effects:
                     except BlobFetchError:
                         if attempt == PART_TRIES - 1:
                             raise
+                        await asyncio.sleep(PART_RETRY_PAUSE)
 
         try:
             async with asyncio.timeout(CHECK_SLACK + len(wanted) * PART_SIZE / CHECK_RATE):
