@@ -66,7 +66,7 @@ KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifier
 GOSSIP_TROUBLE = ("rejected", "stale", "future", "over_quota", "push_failures", "dropped_backlog", "silent_suspected")
 # A check's fetch of a trainer's committed states: the two manifests, then the parts its sample reads (the
 # sign plane and a few bands), given time in proportion to the bytes asked at the rate every member must
-# sustain (the fetcher's own minimum), and two tries per part before the trainer is reported.
+# sustain (the fetcher's own minimum), and PART_TRIES tries per part before the trainer is reported.
 MANIFEST_DEADLINE = 30.0
 CHECK_RATE = 256 << 10  # bytes per second a member serves its committed parts at, at least
 CHECK_SLACK = 30.0
