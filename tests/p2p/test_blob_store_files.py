@@ -3,6 +3,7 @@ part served by range from disk, the directory removed once its round is collecte
 
 import asyncio
 import hashlib
+import shutil
 
 from cohort.client.p2p.blob_store import BlobStore
 from cohort.client.p2p.manifest import Manifest
@@ -31,18 +32,20 @@ def test_a_directory_is_served_part_by_part_and_removed_with_its_round(tmp_path)
     assert store.gc(6) == 5 and not (tmp_path / "s").exists() and store.blob_size(third) is None
 
 
-def test_a_part_held_already_is_served_from_where_it_was_first_seen(tmp_path):
+def test_a_part_held_already_is_served_from_the_newest_directory_that_holds_it(tmp_path):
+    """Equal parts recur (zero momentum of tokens never seen): the newest directory serves them, so pruning an
+    older one (its owner keeps a fixed number of steps) never takes a part a newer state still needs."""
     same = b"x" * PART
-    first = _directory(tmp_path / "one", {"a.bin": same})
+    first = _directory(tmp_path / "one", {"a.bin": same, "b.bin": b"old"})
     second = _directory(tmp_path / "two", {"a.bin": same, "b.bin": b"new"})
     store = BlobStore()
     store.put_directory(tmp_path / "one", first, round=1)
     store.put_directory(tmp_path / "two", second, round=2)
     part = hashlib.sha256(same).digest()
+    shutil.rmtree(tmp_path / "one")  # its owner pruned it
     assert store.get(part) == same
-    assert store.gc(2) == 1  # the first manifest; its part lives on in round 2, read from its first directory
-    assert (tmp_path / "one").exists() and store.get(part) == same
-    assert store.gc(3) == 3 and not (tmp_path / "one").exists() and not (tmp_path / "two").exists()
+    assert store.gc(2) == 2  # the first manifest and its own part
+    assert store.gc(3) == 3 and not (tmp_path / "two").exists()
 
 
 def test_a_reply_keeps_reading_what_it_opened_after_its_round_is_collected(tmp_path):

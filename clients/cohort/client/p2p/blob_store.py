@@ -153,12 +153,15 @@ class BlobStore:
         self.put_verified(h, data, round)
         for ref in manifest.chunk_refs():
             entry = self._blobs.get(ref.hash)
-            if entry is None:  # a part equal to one held already is served from where it was first seen
-                self._blobs[ref.hash] = _Entry(None, round, path=root / manifest.files[ref.file_index].name,
-                                               size=ref.size, offset=ref.offset, owned=root)  # fmt: skip
-            else:
-                entry.round = max(entry.round, round)
-        if not any(e.owned == root for e in self._blobs.values()):
+            if entry is not None and (entry.data is not None or entry.round > round):
+                entry.round = max(entry.round, round)  # held in memory, or by a directory that outlives this one
+                continue
+            # a part equal to one an older directory holds is served from this one from now on: whoever
+            # removes the older directory (its round collected, or its owner pruning it) cuts nothing
+            self._blobs[ref.hash] = _Entry(None, round, path=root / manifest.files[ref.file_index].name,
+                                           size=ref.size, offset=ref.offset, owned=root)  # fmt: skip
+        held = {e.owned for e in self._blobs.values()}
+        if root not in held:
             shutil.rmtree(root, ignore_errors=True)  # every part was held already
         return h
 
