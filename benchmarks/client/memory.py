@@ -56,39 +56,49 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 
 
-def _setup(size: str, modules: tuple = ()):
-    """The bench spec of `size`, with random tokens patched in for the trainer module's `open_dataset` (and
-    that of every module in `modules` that imported it into its own namespace)."""
+def use_random_tokens(vocab: int = VOCAB, modules: tuple = ()) -> None:
+    """Feed replicas random tokens over `vocab`: patched in for the trainer module's `open_dataset` (and that of
+    every module in `modules` that imported it into its own namespace)."""
     import torch
 
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
-    from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
-
-    hidden, layers, heads, inter, tied = SHAPES[size]
 
     class RandomTokens:
-        seq_len, vocab_size, split, num_sequences = SEQ, VOCAB, "train", 1 << 30
+        seq_len, vocab_size, split, num_sequences = SEQ, vocab, "train", 1 << 30
 
         def sequences(self, batch: BatchId) -> torch.Tensor:
             g = torch.Generator().manual_seed(batch.start)
-            return torch.randint(0, VOCAB, (len(batch), SEQ), generator=g)
+            return torch.randint(0, vocab, (len(batch), SEQ), generator=g)
 
         def close(self) -> None:
             pass
 
     for module in (trainer_module, *modules):
         module.open_dataset = lambda spec, split="train": RandomTokens()
+
+
+def bench_spec(name: str, hidden: int, layers: int, heads: int, inter: int, tied: bool, *,
+               kv_heads: int | None = None, vocab: int = VOCAB):  # fmt: skip
+    """A Llama of this shape with the example run's DisTrO settings (chunk 64, top-32, 1-bit), SEQ tokens."""
+    from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
+
     return TrainingSpec(
-        preset=f"bench-{size}", architecture="HfLlama",
+        preset=name, architecture="HfLlama",
         hf_config={"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-                   "num_key_value_heads": heads, "intermediate_size": inter, "tie_word_embeddings": tied,
-                   "rms_norm_eps": 1e-5},
-        vocab_size=VOCAB, max_seq_len=SEQ, data_location="random", cold_start_warmup_steps=0,
+                   "num_key_value_heads": kv_heads or heads, "intermediate_size": inter,
+                   "tie_word_embeddings": tied, "rms_norm_eps": 1e-5},
+        vocab_size=vocab, max_seq_len=SEQ, data_location="random", cold_start_warmup_steps=0,
         distro=DistroSpec(compression_decay=0.999, compression_chunk=64, compression_topk=32, weight_decay=0.0,
                           clip_grad_norm=1.0, quantize_1bit=True),
         lr=LrSpec("Constant", 4e-4, 4e-4, 0, 0, 1000),
     )  # fmt: skip
+
+
+def _setup(size: str, modules: tuple = ()):
+    """The bench spec of `size`, its replicas fed random tokens."""
+    use_random_tokens(VOCAB, modules)
+    return bench_spec(f"bench-{size}", *SHAPES[size])
 
 
 def child(size: str, verified: bool, lean: bool = False) -> dict:

@@ -13,11 +13,19 @@ example run's DisTrO settings (chunk 64, top-32, 1-bit); random tokens over a 32
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
+from memory import (  # the memory benchmark's spec and random tokens
+    SEQ,
+    bench_spec,
+    use_random_tokens,
+)
 
 SHAPES = {  # name: (hidden, layers, heads, kv heads, intermediate, vocab, tied)
     "20m": (384, 6, 6, 6, 1024, 32_000, True),
@@ -26,42 +34,17 @@ SHAPES = {  # name: (hidden, layers, heads, kv heads, intermediate, vocab, tied)
     "8b": (4096, 32, 32, 8, 14336, 128_256, False),
 }
 MEASURED, COMPUTED = ("20m", "100m"), ("1.2b", "8b")
-SEQ = 256
 
 
 def _spec(size: str):
-    from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
-
     hidden, layers, heads, kv, inter, vocab, tied = SHAPES[size]
-    return TrainingSpec(
-        preset=f"bench-{size}", architecture="HfLlama",
-        hf_config={"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-                   "num_key_value_heads": kv, "intermediate_size": inter, "tie_word_embeddings": tied,
-                   "rms_norm_eps": 1e-5},
-        vocab_size=vocab, max_seq_len=SEQ, data_location="random", cold_start_warmup_steps=0,
-        distro=DistroSpec(compression_decay=0.999, compression_chunk=64, compression_topk=32, weight_decay=0.0,
-                          clip_grad_norm=1.0, quantize_1bit=True),
-        lr=LrSpec("Constant", 4e-4, 4e-4, 0, 0, 1000),
-    )  # fmt: skip
+    return bench_spec(f"bench-{size}", hidden, layers, heads, inter, tied, kv_heads=kv, vocab=vocab)
 
 
 def measured(size: str) -> dict:
-    from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
 
-    vocab = SHAPES[size][5]
-
-    class RandomTokens:
-        seq_len, vocab_size, split, num_sequences = SEQ, vocab, "train", 1 << 30
-
-        def sequences(self, batch: BatchId) -> torch.Tensor:
-            g = torch.Generator().manual_seed(batch.start)
-            return torch.randint(0, vocab, (len(batch), SEQ), generator=g)
-
-        def close(self) -> None:
-            pass
-
-    trainer_module.open_dataset = lambda spec, split="train": RandomTokens()
+    use_random_tokens(SHAPES[size][5])
     spec = _spec(size)
     with tempfile.TemporaryDirectory() as scratch:
         trainer = trainer_module.LocalReplica(spec, seed=1, scratch=Path(scratch) / "t")
