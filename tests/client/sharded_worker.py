@@ -1,7 +1,9 @@
 """One rank of a 2-rank member, run by test_sharded_replica: rank 0 drives a ShardedReplica through the
 Replica calls a client makes in a run that verifies results, rank 1 serves it; rank 0 writes what the test
-compares (payloads, the committed states' directories and manifests). An evaluation comes between the apply
-and the last step, as in a client (the step must train on the rows DisTrO holds all the same).
+compares (payloads, the committed states' directories and manifests, its verdicts on another trainer's
+steps). An evaluation comes between the apply and the third step, as in a client (the step must train on the
+rows DisTrO holds all the same); the checks come between the third step and the fourth (which must train on
+the member's own weights and state, given back after each check).
 
 usage: python sharded_worker.py <run.toml> <folder> <rank> <port>
 """
@@ -13,12 +15,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from cohort.client.distro import DistroResult, SparseTiles
+from cohort.client.p2p.manifest import Manifest
 from cohort.client.runtime.sharded import ShardedReplica, serve_rank
+from cohort.client.verify.state import CommittedState
 from cohort.sdk.coordinator_core import CoordinatorCore
 from cohort.sdk.presets import training_spec
 from cohort.sdk.run_config import load_run_file
 
 SEED = 7
+CHECK_SEED = b"drawn after the member's step was decided"
 
 
 def main() -> None:
@@ -53,6 +59,27 @@ def main() -> None:
         out["applied"], out["checksum"] = member.digest(), member.checksum()
         out["eval"] = member.evaluate(4).loss
         train(3)
+        # the member checks the other trainer's steps on its shards, from that trainer's committed parts
+        other = json.loads((folder / "other.json").read_text())  # step -> its state's root and manifest
+        states = {int(k): CommittedState(Path(v["root"]), Manifest.decode(bytes.fromhex(v["manifest"])))
+                  for k, v in other.items()}  # fmt: skip
+        payloads = {step: (folder / f"other-{step}.bin").read_bytes() for step in states}
+        out["checks"] = {}
+        for step in (2, 3):
+            before, after = states[step - 1].manifest.encode(), states[step].manifest.encode()
+            wanted = member.check_parts(CHECK_SEED, before, after)
+            parts = states[step - 1].read_parts(wanted) | states[step].read_parts(wanted)
+            verdict = member.verify_step(step, payloads[step], payloads[step - 1], CHECK_SEED, before, parts,
+                                         after, parts)  # fmt: skip
+            out["checks"][step] = [verdict.passed, verdict.reason, verdict.metrics]
+        result = member.codec.decode(payloads[3]).result
+        flipped = member.codec.encode(DistroResult(result.step, result.batch,
+                                                   tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
+                                                   result.state))  # fmt: skip
+        verdict = member.verify_step(3, flipped, payloads[2], CHECK_SEED, before, parts, after, parts)
+        out["checks"]["flipped"] = [verdict.passed, verdict.reason, verdict.metrics]
+        out["after_checks"] = member.digest()
+        train(4)
         (folder / "member.json").write_text(json.dumps(out))
         member.close()
     finally:

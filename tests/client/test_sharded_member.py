@@ -3,7 +3,8 @@ rank 1), started like torchrun, trains a run that verifies results on a real loc
 members. Every member ends the epoch with the same weights and writes the same checkpoint (the sharded
 member's loads with `transformers` and holds exactly those weights), every decided round applies all three
 members' results, the one-process members check the sharded member's results from the optimizer states it
-commits and pass them (nobody's check fails), and SIGTERM to the launcher reaches the ranks: rank 0 leaves the
+commits and pass them, the sharded member checks theirs on its shards and passes them (nobody's check fails),
+and SIGTERM to the launcher reaches the ranks: rank 0 leaves the
 run, lets rank 1 go, and all exit 0. --nproc-per-node is bounded."""
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def test_nproc_per_node_and_the_rank_environment_are_checked():
 
 async def test_a_two_rank_member_trains_beside_one_process_members(tmp_path: Path):
     started = time.monotonic()
-    # ci_config's timing; every result is checked (by the two one-process members: the sharded one checks nobody)
+    # ci_config's timing; every result is checked (the sharded member checks on its shards)
     config = write_config(tmp_path / "run.toml", epoch_time=14, max_round_train_time=5, warmup_time=12,
                           verification_percent=100)  # fmt: skip
     checkpoints = tmp_path / "checkpoints"
@@ -128,6 +129,9 @@ async def check_member(lr: LocalRun, trainers: list[TrainerProcess], ranks: list
     fetched_parts = {t.name: len([e for e in t.events("check_fetched") if e["trainer"] == index]) for t in others}
     print(f"checks of the sharded member's steps: {checked}, fetches of its parts: {fetched_parts}")
     assert any(checked.values()) and sum(fetched_parts.values()) >= 1, (checked, fetched_parts)
+    ours = sorted((e["trainer"], e["step"]) for e in sharded.events("checked"))  # replayed on its two ranks
+    print(f"the sharded member's checks of the others' steps: {ours}")
+    assert ours and all(trainer != index for trainer, _ in ours), ours
     failed = [e for t in trainers for e in t.events("check_failed")]
     assert not failed, failed
 

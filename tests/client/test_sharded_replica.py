@@ -3,7 +3,9 @@ results: the same starting weights, the same loss, a payload that picks what the
 and after applying the same decided list the same weights digest, per-round checksum and held-out loss (the
 apply is exact on every rank's rows). Every step the member commits its optimizer state (streamed from its
 ranks to rank 0's disk) with the commitment in its payload's header, and a one-process verifier that trained
-the same earlier steps checks the member's steps from those committed parts and passes them."""
+the same earlier steps checks the member's steps from those committed parts and passes them; the member
+checks that verifier's steps on its shards from its committed parts, passes them, fails a flipped payload,
+and trains on with its own weights and state given back."""
 
 from __future__ import annotations
 
@@ -57,19 +59,26 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     start = one.digest()
     for replica in (one, other):
         replica.start_epoch(1, cold=False, verified=True)
-    ref = {}
+    ref, checked = {}, {}
     for step in (1, 2):
         ref[step] = one.train(step, *batch(step))
         (tmp_path / f"ref-{step}.bin").write_bytes(ref[step].payload)
-        (tmp_path / f"other-{step}.bin").write_bytes(other.train(step, *_other(step)).payload)
-    decided = [(tmp_path / name).read_bytes() for name in ("ref-1.bin", "other-1.bin")]  # step 1's list
+        checked[step] = other.train(step, *_other(step))
+    decided = [ref[1].payload, checked[1].payload]  # step 1's list
+    (tmp_path / "other-1.bin").write_bytes(checked[1].payload)
     for replica in (one, other):
         replica.apply(1, decided)
     applied, checksum, held_out = one.digest(), one.checksum(), one.evaluate(4).loss
     ref[3] = one.train(3, *batch(3))
-    other.train(3, *_other(3))
+    checked[3] = other.train(3, *_other(3))
+    ref[4] = one.train(4, *batch(4))  # what the member trains after its checks
+    for step, trained in checked.items():  # what the member checks
+        (tmp_path / f"other-{step}.bin").write_bytes(trained.payload)
+    (tmp_path / "other.json").write_text(json.dumps({
+        step: {"root": str(t.state.root), "manifest": t.state.manifest.encode().hex()} for step, t in checked.items()
+    }))  # fmt: skip
 
-    (tmp_path / "batches.json").write_text(json.dumps({step: batch(step) for step in (1, 2, 3)}))
+    (tmp_path / "batches.json").write_text(json.dumps({step: batch(step) for step in (1, 2, 3, 4)}))
     port = _free_port()
     ranks = [
         subprocess.Popen([sys.executable, str(WORKER), str(config), str(tmp_path), str(rank), str(port)],
@@ -86,13 +95,13 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
                 rank.wait()
     out = json.loads((tmp_path / "member.json").read_text())
     assert out["start"] == start
-    for step in (1, 2, 3):  # step 3 follows an evaluation: the member's forward runs on the rows DisTrO holds
+    for step in (1, 2, 3, 4):  # step 3 follows an evaluation, step 4 the member's checks
         assert abs(out["loss"][str(step)] - ref[step].loss) < 1e-4, (step, out["loss"], ref[step].loss)
 
     # the gradients are reduced in another order: the picks must agree, the bits may differ
     codec = one.codec
-    payloads = {step: (tmp_path / f"member-{step}.bin").read_bytes() for step in (1, 2, 3)}
-    for step in (1, 2, 3):
+    payloads = {step: (tmp_path / f"member-{step}.bin").read_bytes() for step in (1, 2, 3, 4)}
+    for step in (1, 2, 3, 4):
         mine, theirs = codec.decode(ref[step].payload).result, codec.decode(payloads[step]).result
         kept = agree = 0
         for b, a, c in zip(codec.layout.buckets, mine.tiles, theirs.tiles, strict=True):
@@ -100,13 +109,13 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
             kept, agree = kept + int(pa.sum()), agree + int((pa & pc).sum())
         assert agree / kept > 0.95, (step, agree / kept)
 
-    assert out["applied"] == applied != start
+    assert out["applied"] == out["after_checks"] == applied != start  # a check gives the weights back
     assert out["checksum"] == checksum
     assert abs(out["eval"] - held_out) < 1e-3
 
     # each step's payload commits the state the member wrote (the manifest's hash in its header)
     states = {}
-    for step in (1, 2, 3):
+    for step in (1, 2, 3, 4):
         s = out["states"][str(step)]
         manifest = Manifest.decode(bytes.fromhex(s["manifest"]))
         states[step] = CommittedState(Path(s["root"]), manifest)
@@ -117,7 +126,7 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     # how close the member's momentum is to the one-process reference's on the same batches
     layout = one.optimizer.layout
     closeness = {}
-    for step in (1, 2, 3):
+    for step in (1, 2, 3, 4):  # step 4: the state a check borrowed came back
         theirs = decode_state((states[step].root / STATE_FILE).read_bytes(), layout)
         mine = decode_state((ref[step].state.root / STATE_FILE).read_bytes(), layout)
         assert theirs.step == mine.step == step and theirs.sent is not None
@@ -144,4 +153,12 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
                                         result.state))  # fmt: skip
     verdict = other.verify_step(3, flipped, payloads[2], CHECK_SEED, manifests[0], parts, manifests[1], parts)
     assert verdict is not None and not verdict.passed  # the check is no formality
+
+    # the member checked the one-process trainer's steps on its shards
+    for step in ("2", "3"):
+        passed, reason, metrics = out["checks"][step]
+        assert passed, (step, reason, metrics)
+        print(f"the member's check of step {step} on its shards:", {k: round(v, 6) for k, v in metrics.items()})
+    passed, reason, _ = out["checks"]["flipped"]
+    assert not passed and "signs agree" in reason, reason
     print(f"sharded replica test: {time.monotonic() - started:.1f} s")

@@ -95,19 +95,23 @@ def assemble(plans: Sequence[ShardPlan], parts: Sequence[DistroResult]) -> Distr
     return DistroResult(first.step, first.batch, tuple(tiles), first.state)
 
 
+def local_tiles(plan: ShardPlan, tiles: Sequence[SparseTiles]) -> tuple[SparseTiles, ...]:
+    """The tiles of this rank's rows, from the whole model's (per bucket, in the model's tile order)."""
+    out = []
+    for i, b in enumerate(plan.model.buckets):
+        whole, mine = _member_tiles(b), _member_tiles(plan.local.buckets[i])
+        rows = torch.cat([
+            torch.arange(j * whole + plan.first_tile[i], j * whole + plan.first_tile[i] + mine)
+            for j in range(len(b.members))
+        ])  # fmt: skip
+        out.append(SparseTiles(tiles[i].indices[rows], tiles[i].values[rows]))
+    return tuple(out)
+
+
 def local_results(plan: ShardPlan, received: Sequence[ReceivedResult]) -> list[ReceivedResult]:
     """Each result's tiles of this rank's rows (its commitment kept: the apply orders by it)."""
     out = []
     for r in received:
-        tiles = []
-        for i, b in enumerate(plan.model.buckets):
-            whole, mine = _member_tiles(b), _member_tiles(plan.local.buckets[i])
-            rows = torch.cat([
-                torch.arange(j * whole + plan.first_tile[i], j * whole + plan.first_tile[i] + mine)
-                for j in range(len(b.members))
-            ])  # fmt: skip
-            t = r.result.tiles[i]
-            tiles.append(SparseTiles(t.indices[rows], t.values[rows]))
-        result = DistroResult(r.result.step, r.result.batch, tuple(tiles), r.result.state)
+        result = DistroResult(r.result.step, r.result.batch, local_tiles(plan, r.result.tiles), r.result.state)
         out.append(ReceivedResult(result, r.commitment))
     return out

@@ -3,7 +3,7 @@
 The launcher (the `cohort train` a user or a supervisor started) checks what it can before any rank starts:
 N (1..64), and that the run exists and the chain answers (one line and the client's exit code otherwise). A
 run that verifies results is trained like any other: rank 0 commits the member's optimizer state every step
-(sharded.py), so its results are checked like a one-process member's (it does not check others' yet). Then it
+(sharded.py), so its results are checked like a one-process member's, and it checks others' on its shards. Then it
 starts the same command N times, each in a process group of its own, with torchrun's environment: RANK,
 LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port). It forwards
 SIGINT and SIGTERM to every rank's group (a second signal kills them), stops the others when a rank fails

@@ -32,9 +32,15 @@ order (per bucket, per parameter, each rank's rows in rank order: a rank's dim-0
 contiguous run of its flattened momentum), while rank 0 hashes and writes; the last transmission is the ranks'
 `sent` tiles put together in tile order, as the payload's tiles are.
 
-Not yet: checking other trainers' results (a replay on shards: `can_verify` is false, so a check the run
-draws for this member is skipped, as by a member that no longer holds the step's weights), and stopping a
-step midway (an abort is honoured between steps).
+It checks other trainers' results on its shards too (`verify_step`): every rank keeps its rows of the
+weights at each step's start on disk (as a one-process replica keeps its whole weights), rank 0 reads the
+trainer's committed parts and streams each rank the momentum a replay starts from (the sign plane, the true
+values on the sampled bands: `verify/sample.restored_momentum`) and its tiles of the last transmission, every
+rank replays the step on its rows (its own weights and state wait on its disk meanwhile), and rank 0 puts
+the replay's payload and sampled bands together and judges them as a one-process verifier would
+(`verify/check.judge_replay`).
+
+Not yet: stopping a step midway (an abort is honoured between steps).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -58,15 +64,53 @@ from cohort.sdk.presets import TrainingSpec
 from ..checkpoint import load_weights
 from ..data import BatchId
 from ..distro import DistroOptimizer, DistroResult, SparseTiles, WireCodec, plan_layout
-from ..distro.shards import ShardPlan, assemble, local_results, plan_shard
+from ..distro.shards import ShardPlan, assemble, local_results, local_tiles, plan_shard
 from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
 from ..model.digest import bit_sum, checksum_of, tensors_digest
-from ..verify.sample import manifest_limit, parts_to_fetch, sample_bands, state_manifest
-from ..verify.state import STREAM_VALUES, CommittedState, write_committed
+from ..verify import Verdict
+from ..verify.check import judge_replay, open_check
+from ..verify.sample import (
+    CommittedParts,
+    Sample,
+    SampledState,
+    manifest_limit,
+    parts_to_fetch,
+    restored_momentum,
+    restored_sent,
+    sample_bands,
+    state_manifest,
+)
+from ..verify.snapshots import WeightSnapshots
+from ..verify.state import (
+    STREAM_VALUES,
+    CommittedState,
+    StateError,
+    read_state_into,
+    write_committed,
+    write_state,
+)
 from .replica import Aborted, PayloadHeader, StepOutput
-from .trainer import ColdStart, CommittedStates, distro_config, lr_schedule, open_dataset
+from .trainer import (
+    KEPT_SNAPSHOTS,
+    ColdStart,
+    CommittedStates,
+    distro_config,
+    lr_schedule,
+    open_dataset,
+)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Replayed:
+    """What a replay on the ranks gives rank 0: the payload and the sampled bands of the state after the
+    step, its seconds, or the error that stopped it before it began."""
+
+    payload: bytes | None
+    state: SampledState | None
+    seconds: float
+    error: Exception | None
 # seconds rank 0 lets pass without an op before it pings the others: far below any process group timeout
 # (launch.RANK_TIMEOUT), so only a rank whose peers are gone waits that long
 PING_EVERY = 10.0
@@ -84,7 +128,10 @@ def _shard_model(model: torch.nn.Module) -> None:
 class _Rank:
     """What one rank holds and does; rank 0's lives inside the ShardedReplica."""
 
-    def __init__(self, spec: TrainingSpec, seed: int, device: str, micro_batch_size: int | None) -> None:
+    def __init__(self, spec: TrainingSpec, seed: int, device: str, micro_batch_size: int | None,
+                 scratch: Path) -> None:  # fmt: skip
+        """`scratch`: the member's directory (on the ranks' shared disk); this rank keeps its rows of the
+        weights a check replays from in a folder of its own there."""
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.spec, self.micro_batch_size = spec, micro_batch_size
         self.device = torch.device(device)
@@ -112,6 +159,10 @@ class _Rank:
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
         self.commit = False  # the run verifies: every step's optimizer state is committed (on rank 0's disk)
+        self.folder = scratch / f"rank-{self.rank}"
+        shutil.rmtree(self.folder, ignore_errors=True)  # a previous run's: nobody replays from them
+        self.snapshots = WeightSnapshots(self.folder / "snapshots", KEPT_SNAPSHOTS)  # our rows at a step's start
+        self._stash = WeightSnapshots(self.folder / "stash", 1)  # our own rows while a check borrows them
 
     @staticmethod
     def _sum(t: torch.Tensor) -> torch.Tensor:
@@ -121,12 +172,22 @@ class _Rank:
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         self.cold_start.start, self.cold_start.active = start_step, cold
         self.commit = verified
+        self.snapshots.clear()
 
     def train(self, step: int, start: int, end: int) -> tuple[DistroResult | None, tuple[SparseTiles, ...] | None,
                                                               float, int]:  # fmt: skip
         """(the member's result on rank 0, with its last transmission when it commits its state (both the
         ranks' tiles put together in the model's tile order), the batch's mean loss, tokens) for the batch
         [start, end). A committing member's momentum follows in the next op (`send_momentum`)."""
+        if self.commit:  # our rows of every replica's weights at this step's start: what a check replays from
+            self.snapshots.take(step, self.local)
+        return self._step(step, start, end, self.commit)
+
+    def _step(self, step: int, start: int, end: int, keep_sent: bool) -> tuple[DistroResult | None,
+                                                                               tuple[SparseTiles, ...] | None,
+                                                                               float, int]:  # fmt: skip
+        """One step on the batch [start, end), as `train` describes; the last transmission with it when
+        `keep_sent`."""
         sequences = self.data.sequences(BatchId(start, end))
         total = len(sequences)
         mine = torch.tensor_split(sequences, self.world)[self.rank].to(self.device)
@@ -157,7 +218,7 @@ class _Rank:
         dist.all_reduce(loss_sum)
         loss, tokens = float(loss_sum) / total, sequences.numel()
         sent = None
-        if self.commit:  # what the error feedback removed: the state's last section (after generate, never None)
+        if keep_sent:  # what the error feedback removed: the state's last section (after generate, never None)
             sent = tuple(SparseTiles(i.cpu(), v.cpu()) for i, v in self.optimizer.state_dict()["sent"])
         parts: list[Any] | None = [None] * self.world if self.rank == 0 else None
         dist.gather_object((_on_cpu(result), sent), parts, dst=0)
@@ -165,7 +226,7 @@ class _Rank:
             return None, None, loss, tokens
         results = [r for r, _ in parts]
         whole = assemble(self.plans, results)
-        if not self.commit:
+        if not keep_sent:
             return whole, None, loss, tokens
         sent_tiles = assemble(self.plans, [replace(r, tiles=s) for r, (_, s) in zip(results, parts, strict=True)])
         return whole, sent_tiles.tiles, loss, tokens
@@ -176,27 +237,147 @@ class _Rank:
         rank 0 it yields each piece as it comes (its own rows where they lie, the others' received from the
         rank that holds them, one at a time); on another rank it yields nothing and sends its own pieces to
         rank 0 as rank 0 comes to them, so every rank must run through it together (`send_momentum`)."""
+        for i, j, r, lo, hi, _ in self._state_order():
+            if r == self.rank:
+                piece = self.optimizer.momentum[i][j].reshape(-1)[lo:hi]
+                if self.rank == 0:
+                    yield piece
+                else:
+                    dist.send(piece.contiguous(), dst=0)
+            elif self.rank == 0:
+                piece = torch.empty(hi - lo, dtype=torch.float32, device=self.device)
+                dist.recv(piece, src=r)
+                yield piece
+
+    def _state_order(self) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """The member's momentum in a state's order, in pieces of at most STREAM_VALUES values: (bucket,
+        member, rank, [lo, hi) of that rank's flat rows of the member, where lo lies in the bucket's whole
+        flat momentum)."""
         for i, bucket in enumerate(self.plan.model.buckets):
-            for j in range(len(bucket.members)):
+            per_row = math.prod(bucket.shape[1:])  # values in one dim-0 row
+            for j, member in enumerate(bucket.members):
                 for r, plan in enumerate(self.plans):
                     count = math.prod(plan.local.buckets[i].shape)  # rank r's rows of this parameter
+                    first = j * math.prod(bucket.shape) + plan.dim0[member][0] * per_row
                     for lo in range(0, count, STREAM_VALUES):
-                        hi = min(count, lo + STREAM_VALUES)
-                        if r == self.rank:
-                            piece = self.optimizer.momentum[i][j].reshape(-1)[lo:hi]
-                            if self.rank == 0:
-                                yield piece
-                            else:
-                                dist.send(piece.contiguous(), dst=0)
-                        elif self.rank == 0:
-                            piece = torch.empty(hi - lo, dtype=torch.float32, device=self.device)
-                            dist.recv(piece, src=r)
-                            yield piece
+                        yield i, j, r, lo, min(count, lo + STREAM_VALUES), first + lo
 
     def send_momentum(self) -> None:
         """A rank other than 0: send its momentum to rank 0, which writes the member's state meanwhile."""
         for _ in self.momentum_pieces():
             pass
+
+    # -- checking another trainer's step on our rows ----------------------------------------------------------
+
+    def replay(self, step: int, start: int, end: int, samples: tuple[Sample, ...],
+               source: tuple[CommittedParts, SampledState] | None = None) -> _Replayed | None:  # fmt: skip
+        """Replay a trainer's step on the batch [start, end) from the weights every replica held at its start
+        (our rows, from disk) and the trainer's state before it, which rank 0 reads from `source` (the
+        trainer's committed parts and their sampled bands; None on the other ranks). Our own weights and
+        state wait on disk meanwhile and come back bit for bit. On rank 0: the replay's payload and sampled
+        bands, or the error that stopped it (every rank stops together)."""
+        own = write_state(self.optimizer, 0, self.folder / "stash" / "own-state", signs=False)
+        self._stash.take(0, self.local)
+        try:
+            self.snapshots.load_into(step, self.local)
+            error = self._restore(samples, source)
+            if error is not None:
+                return _Replayed(None, None, 0.0, error)
+            started = time.perf_counter()
+            result, sent, _, _ = self._step(step, start, end, keep_sent=True)
+            rows = self._sampled_rows(samples)
+            if result is None or rows is None:
+                return None
+            assert sent is not None
+            replayed = SampledState(step, tuple(rows), tuple(
+                SparseTiles(sent[s.bucket].indices[s.band.tiles], sent[s.bucket].values[s.band.tiles]) for s in samples))
+            return _Replayed(self.codec.encode(result), replayed, time.perf_counter() - started, None)
+        finally:
+            self.optimizer.abandon_step()  # a replay stopped midway leaves no lookahead or gradients behind
+            self._stash.load_into(0, self.local)
+            read_state_into(self.optimizer, own.root)
+            self._reshard()
+
+    def _restore(self, samples: Sequence[Sample], source: tuple[CommittedParts, SampledState] | None) -> Exception | None:
+        """Put into our optimizer what a replay reads of the trainer's state before the step: rank 0 streams
+        every rank its rows of the restored momentum in the state's order and scatters its tiles of the last
+        transmission. A part rank 0 cannot read (not fetched, or a sign plane holding an invalid code) is
+        sent as zeros and the error returned on every rank's behalf after the stream, so no rank is left
+        waiting inside a collective."""
+        layout = self.plan.model
+        error: Exception | None = None
+
+        def values(i: int, lo: int, hi: int) -> torch.Tensor:
+            nonlocal error
+            assert source is not None
+            if error is None:
+                try:
+                    return restored_momentum(source[0], layout, source[1], samples, i, lo, hi).to(self.device)
+                except (StateError, LookupError) as e:
+                    error = e
+            return torch.zeros(hi - lo, dtype=torch.float32, device=self.device)
+
+        for i, j, r, lo, hi, whole in self._state_order():
+            if r == self.rank:
+                target = self.optimizer.momentum[i][j].view(-1)[lo:hi]
+                if self.rank == 0:
+                    target.copy_(values(i, whole, whole + hi - lo))
+                else:
+                    dist.recv(target, src=0)
+            elif self.rank == 0:
+                dist.send(values(i, whole, whole + hi - lo), dst=r)
+        sent: list[Any] | None = None
+        if self.rank == 0:
+            assert source is not None
+            whole_sent = restored_sent(layout, source[1], samples)
+            if whole_sent is None:
+                sent = [None] * self.world
+            else:
+                sent = [local_tiles(plan, whole_sent) for plan in self.plans]
+        box: list[Any] = [(None, error)]
+        dist.scatter_object_list(box, None if sent is None else [(t, error) for t in sent], src=0)
+        mine, error = box[0]
+        self.optimizer.load_state_dict({"layout": self.plan.local.digest, "momentum": list(self.optimizer.momentum),
+                                        "sent": None if mine is None else [(t.indices.to(self.device),
+                                                                            t.values.to(self.device)) for t in mine]})  # fmt: skip
+        return error
+
+    def _sampled_rows(self, samples: Sequence[Sample]) -> list[torch.Tensor] | None:
+        """The replay's momentum on the sampled bands, put together on rank 0 from every rank's rows of them
+        (None on the other ranks)."""
+        mine = []
+        for k, s in enumerate(samples):
+            b = self.plan.model.buckets[s.bucket]
+            first, last = self._member_rows(s.bucket)
+            held = self.optimizer.momentum[s.bucket].detach().reshape(len(b.members), -1, b.row_width)
+            for j, lo, hi, at in s.band.parts():
+                a, z = max(lo, first), min(hi, last)
+                if a < z:
+                    mine.append((k, at + a - lo, held[j, a - first : z - first].cpu().clone()))
+        gathered: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        dist.gather_object(mine, gathered, dst=0)
+        if gathered is None:
+            return None
+        rows = [torch.empty(s.band.shape) for s in samples]
+        covered = [0] * len(samples)
+        for pieces in gathered:
+            for k, at, piece in pieces:
+                rows[k][at : at + len(piece)] = piece
+                covered[k] += len(piece)
+        if covered != [s.band.end - s.band.start for s in samples]:
+            raise RuntimeError("the ranks' rows do not cover the sampled bands")  # a plan that is not FSDP's
+        return rows
+
+    def _member_rows(self, bucket: int) -> tuple[int, int]:
+        """[first, last) of each member's rows (in the bucket's (rows, row_width) view) that this rank holds."""
+        b = self.plan.model.buckets[bucket]
+        start, end = self.plan.dim0[b.members[0]]
+        values = math.prod(b.shape[1:])  # values in one dim-0 row; plan_shard keeps our rows whole bucket rows
+        return start * values // b.row_width, end * values // b.row_width
+
+    def close(self) -> None:
+        """Remove what this rank keeps on disk (its rows of recent weights)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         decided = [self.codec.decode(p) for p in payloads]
@@ -377,8 +558,8 @@ class ShardedReplica:
         self._states = CommittedStates(self.scratch / "states")
         self._leader = leader()
         # the other ranks learn the run here (only rank 0 reads it), then every rank builds its rows
-        self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size),
-                                      lambda: _Rank(spec, seed, device, micro_batch_size))  # fmt: skip
+        self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size, self.scratch),
+                                      lambda: _Rank(spec, seed, device, micro_batch_size, self.scratch))  # fmt: skip
         self.device = self._rank.device
         self._view = self._checkpoint_view()
 
@@ -477,16 +658,45 @@ class ShardedReplica:
         return self._everyone("evaluate", max_sequences)
 
     def can_verify(self, step: int) -> bool:
-        return False  # replaying a step on shards is not built yet: checks drawn for us are skipped
+        """Whether the ranks hold the weights a check of `step` replays from (we trained that step ourselves)."""
+        return step in self._rank.snapshots
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,
-                    after_parts: Mapping[bytes, bytes]) -> None:  # fmt: skip
-        return None
+                    after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
+        """LocalReplica.verify_step's check, replayed on the ranks' rows (`_Rank.replay`)."""
+        if step not in self._rank.snapshots:
+            return None
+        header, before = self.check(published), self.check(previous)
+        layout = self._rank.plan.model
+        try:
+            supplied = (CommittedParts(state_manifest(state_before, layout), before_parts),
+                        CommittedParts(state_manifest(state_after, layout), after_parts))  # fmt: skip
+        except StateError as e:
+            return Verdict(False, f"refused: {e}")
+        opened = open_check(self.codec, step=step, published=published, state_before=supplied[0],
+                            state_before_commitment=before.state, state_after=supplied[1],
+                            state_after_commitment=header.state, seed=seed)  # fmt: skip
+        if isinstance(opened, Verdict):
+            return opened
+        start, end = header.batch
+        source = (supplied[0], opened.before)
+        out: _Replayed = self._leader.run("replay", (step, start, end, opened.samples),
+                                          lambda: self._rank.replay(step, start, end, opened.samples, source))  # fmt: skip
+        if isinstance(out.error, StateError):
+            return Verdict(False, f"refused: {out.error}")
+        if out.error is not None:
+            raise out.error  # our own gap (a part we did not fetch): no verdict
+        assert out.payload is not None and out.state is not None
+        return judge_replay(self.codec, self._rank.optimizer.config, opened, step=step, batch=BatchId(start, end),
+                            published=published, replayed_payload=out.payload, replayed=out.state,
+                            seconds=out.seconds)  # fmt: skip
 
     def close(self) -> None:
-        """Let the other ranks go (Leader.close: afterwards every rank may tear its process group down)."""
+        """Let the other ranks go (Leader.close: afterwards every rank may tear its process group down), and
+        remove what rank 0 keeps on disk."""
         self._leader.close()
+        self._rank.close()
 
 
 def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, device: str = "cpu",
@@ -502,15 +712,16 @@ def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, dev
         if op == "ping":
             continue
         if op == "close":
+            if rank is not None:
+                rank.close()
             dist.barrier()
             return
         if op == "start":
-            args = (_unportable(args[0]), *args[1:])
-            sent_spec, sent_seed, sent_micro = args
+            sent_spec, sent_seed, sent_micro, scratch = _unportable(args[0]), *args[1:]
             mine = (spec, seed, micro_batch_size)
-            if any(m is not None and m != s for m, s in zip(mine, args, strict=True)):
+            if any(m is not None and m != s for m, s in zip(mine, (sent_spec, sent_seed, sent_micro), strict=True)):
                 raise RuntimeError("rank 0 trains another run, seed or micro-batch size than this rank was given")
-            rank = _Rank(sent_spec, sent_seed, device, sent_micro)
+            rank = _Rank(sent_spec, sent_seed, device, sent_micro, scratch)
             continue
         if rank is None:
             raise RuntimeError(f"rank 0 asked for {op!r} before it started the member")

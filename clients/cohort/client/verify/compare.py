@@ -20,7 +20,6 @@ from ..distro.compress import densify
 from ..distro.dct import decode, decode_sparse, sparse_pays
 from ..distro.layout import BandSlice
 from .sample import Sample, SampledState
-from .state import OptimizerState
 
 # Measured by benchmarks/integrity/verifier_study.py (tiny Llama, 4 replicas, 1-bit and bf16
 # payloads; verify/README.md has the tables). Honest replays in fp32 under 1 thread instead of
@@ -153,7 +152,7 @@ def _carried_rows(rows: torch.Tensor, sent: SparseTiles | None, band: BandSlice,
 
 def compare_states(
     supplied: SampledState,
-    replayed: OptimizerState,
+    replayed: SampledState,
     before: SampledState,
     layout: Layout,
     config: DistroConfig,
@@ -165,7 +164,7 @@ def compare_states(
     diff_sq = ref_sq = 0.0
     for k, s in enumerate(samples):
         b, band = layout.buckets[s.bucket], s.band
-        r = replayed.momentum[s.bucket].reshape(-1, b.row_width)[band.start : band.end].cpu()
+        r = replayed.momentum[k]
         diff_sq += _sq(supplied.momentum[k] - r)  # exact for nearby values (Sterbenz)
         earlier = None if before.sent is None else before.sent[k]
         ref_sq += _sq(r - _carried_rows(before.momentum[k], earlier, band, layout, config))
@@ -175,29 +174,23 @@ def compare_states(
     else:
         diff_sq = ref_sq = 0.0
         for k, s in enumerate(samples):
-            b, tiles = layout.buckets[s.bucket], s.band.tiles
-            r = replayed.sent[s.bucket]
-            pr = SparseTiles(r.indices[tiles].cpu(), r.values[tiles].cpu())
+            b, pr = layout.buckets[s.bucket], replayed.sent[k]
             diff_sq += _sq(densify(supplied.sent[k], b.totalk) - densify(pr, b.totalk))
             ref_sq += _sq(pr.values)
         sent = _relative(diff_sq, ref_sq)
     return StateAgreement(momentum, sent)
 
 
-def exactly_equal(supplied: SampledState, replayed: OptimizerState, layout: Layout,
-                  samples: Sequence[Sample]) -> bool:  # fmt: skip
+def exactly_equal(supplied: SampledState, replayed: SampledState) -> bool:
     """The supplied state equals the replayed one bit for bit on the sampled bands."""
-    for k, s in enumerate(samples):
-        b, band = layout.buckets[s.bucket], s.band
-        r = replayed.momentum[s.bucket].reshape(-1, b.row_width)[band.start : band.end].cpu()
-        if not torch.equal(supplied.momentum[k], r):
-            return False
-        if supplied.sent is not None and replayed.sent is not None:
-            t = replayed.sent[s.bucket]
-            if not (torch.equal(supplied.sent[k].indices, t.indices[s.band.tiles].cpu())
-                    and torch.equal(supplied.sent[k].values, t.values[s.band.tiles].cpu())):  # fmt: skip
-                return False
-    return (supplied.sent is None) == (replayed.sent is None)
+    if (supplied.sent is None) != (replayed.sent is None):
+        return False
+    if not all(torch.equal(a, b) for a, b in zip(supplied.momentum, replayed.momentum, strict=True)):
+        return False
+    return supplied.sent is None or replayed.sent is None or all(
+        torch.equal(a.indices, b.indices) and torch.equal(a.values, b.values)
+        for a, b in zip(supplied.sent, replayed.sent, strict=True)
+    )
 
 
 def judge(

@@ -302,37 +302,83 @@ def read_sampled(parts: CommittedParts, layout: Layout, samples: Sequence[Sample
     return SampledState(step, tuple(momentum), tuple(sent) if has_sent else None)
 
 
+def check_sign_plane(parts: CommittedParts, layout: Layout, before: SampledState,
+                     samples: Sequence[Sample]) -> None:  # fmt: skip
+    """StateError unless the committed sign plane holds the sampled momentum's own signs on the sampled bands:
+    a trainer cannot commit one momentum and feed the replay's lookahead another there."""
+    for s, rows in zip(samples, before.momentum, strict=True):
+        b = layout.buckets[s.bucket]
+        lo, hi = s.band.start * b.row_width, s.band.end * b.row_width
+        if not torch.equal(_plane_signs(parts, layout, s.bucket, lo, hi), torch.sign(rows).reshape(-1)):
+            raise StateError("its committed sign plane disagrees with its momentum")
+
+
+def _plane_signs(parts: CommittedParts, layout: Layout, bucket: int, lo: int, hi: int) -> torch.Tensor:
+    """The signs of values [lo, hi) of `bucket`'s flat momentum, from the sign plane (4 values a byte, each
+    bucket padded to a whole byte)."""
+    at = sum(-(-b.numel // 4) for b in layout.buckets[:bucket])
+    first, last = lo // 4, -(-hi // 4)
+    return signs_of(parts.read(SIGNS_FILE, at + first, last - first), 4 * (last - first))[lo - 4 * first : hi - 4 * first]
+
+
+def restored_momentum(parts: CommittedParts, layout: Layout, before: SampledState, samples: Sequence[Sample],
+                      bucket: int, lo: int, hi: int) -> torch.Tensor:  # fmt: skip
+    """Values [lo, hi) of `bucket`'s flat momentum as a replay of the step after `before` starts from: the sign
+    of every value (all the lookahead reads) and the true momentum on the sampled bands (what generate folds
+    into the sampled tiles). Any piece of any bucket, so one process or a member's ranks (each its rows)
+    restore the same values (`check_sign_plane` first)."""
+    values = _plane_signs(parts, layout, bucket, lo, hi)
+    width = layout.buckets[bucket].row_width
+    for s, rows in zip(samples, before.momentum, strict=True):
+        start, end = max(lo, s.band.start * width), min(hi, s.band.end * width)
+        if s.bucket == bucket and start < end:
+            values[start - lo : end - lo] = rows.reshape(-1)[start - s.band.start * width : end - s.band.start * width]
+    return values
+
+
+def restored_sent(layout: Layout, before: SampledState, samples: Sequence[Sample],
+                  device: torch.device | str = "cpu") -> list[SparseTiles] | None:  # fmt: skip
+    """The last transmission a replay starts from: `before`'s tiles on the sampled bands, zeros elsewhere (the
+    tiles there come out meaningless and are never compared); None when `before` has none."""
+    if before.sent is None:
+        return None
+    sent = [SparseTiles(torch.zeros(b.num_tiles, b.topk, dtype=torch.int64, device=device),
+                        torch.zeros(b.num_tiles, b.topk, dtype=torch.float32, device=device))
+            for b in layout.buckets]  # fmt: skip
+    for s, tiles in zip(samples, before.sent, strict=True):
+        sent[s.bucket].indices[s.band.tiles] = tiles.indices.to(device)
+        sent[s.bucket].values[s.band.tiles] = tiles.values.to(device)
+    return sent
+
+
 def restore_sampled(optimizer: DistroOptimizer, parts: CommittedParts, before: SampledState,
                     samples: Sequence[Sample]) -> None:  # fmt: skip
-    """Put into `optimizer` what a replay of the step after `before` reads: the sign of every momentum value
-    (all the lookahead uses), the true momentum and last transmission on the sampled bands (what generate
-    folds into the sampled tiles). The rest of the momentum holds its signs and the rest of the last
-    transmission zeros: the tiles there come out meaningless and are never compared. StateError when the
-    sign plane contradicts the sampled momentum."""
+    """Put into `optimizer` (the whole model's) what a replay of the step after `before` reads
+    (`restored_momentum`, `restored_sent`). StateError when the sign plane contradicts the sampled momentum."""
     layout = optimizer.layout
-    at = 0
-    for b, m in zip(layout.buckets, optimizer.momentum, strict=True):
+    check_sign_plane(parts, layout, before, samples)
+    for i, (b, m) in enumerate(zip(layout.buckets, optimizer.momentum, strict=True)):
         flat = m.detach().view(-1)
-        for lo in range(0, b.numel, STREAM_VALUES):  # a multiple of 4: slices start on a byte
-            n = min(STREAM_VALUES, b.numel - lo)
-            flat[lo : lo + n].copy_(signs_of(parts.read(SIGNS_FILE, at + lo // 4, -(-n // 4)), n))
-        at += -(-b.numel // 4)
-    for s, rows in zip(samples, before.momentum, strict=True):
-        b, band = layout.buckets[s.bucket], s.band
-        target = optimizer.momentum[s.bucket].detach().view(-1, b.row_width)[band.start : band.end]
-        if not torch.equal(torch.sign(rows).to(target.device), target):
-            raise StateError("its committed sign plane disagrees with its momentum")
-        target.copy_(rows)
-    sent = None
-    if before.sent is not None:
-        device = optimizer.momentum[0].device
-        sent = [(torch.zeros(b.num_tiles, b.topk, dtype=torch.int64, device=device),
-                 torch.zeros(b.num_tiles, b.topk, dtype=torch.float32, device=device)) for b in layout.buckets]  # fmt: skip
-        for s, tiles in zip(samples, before.sent, strict=True):
-            indices, values = sent[s.bucket]
-            indices[s.band.tiles] = tiles.indices.to(device)
-            values[s.band.tiles] = tiles.values.to(device)
-    optimizer.load_state_dict({"layout": layout.digest, "momentum": list(optimizer.momentum), "sent": sent})
+        for lo in range(0, b.numel, STREAM_VALUES):
+            hi = min(b.numel, lo + STREAM_VALUES)
+            flat[lo:hi].copy_(restored_momentum(parts, layout, before, samples, i, lo, hi))
+    sent = restored_sent(layout, before, samples, optimizer.momentum[0].device)
+    optimizer.load_state_dict({"layout": layout.digest, "momentum": list(optimizer.momentum),
+                               "sent": None if sent is None else [(t.indices, t.values) for t in sent]})  # fmt: skip
+
+
+def sampled_of(momentum: Sequence[torch.Tensor], sent: Sequence[SparseTiles] | None, layout: Layout,
+               samples: Sequence[Sample], step: int) -> SampledState:  # fmt: skip
+    """The sampled bands of a whole state held in memory (per bucket: its stacked momentum and last
+    transmission), copied to the CPU: what a replay's state is compared on."""
+    rows, tiles = [], []
+    for s in samples:
+        b = layout.buckets[s.bucket]
+        rows.append(momentum[s.bucket].detach().reshape(-1, b.row_width)[s.band.start : s.band.end].cpu().clone())
+        if sent is not None:
+            t = sent[s.bucket]
+            tiles.append(SparseTiles(t.indices[s.band.tiles].cpu().clone(), t.values[s.band.tiles].cpu().clone()))
+    return SampledState(step, tuple(rows), None if sent is None else tuple(tiles))
 
 
 def sampled_fraction(layout: Layout, samples: Sequence[Sample]) -> float:
@@ -351,13 +397,17 @@ __all__ = [
     "Sample",
     "SampledState",
     "check_bytes",
+    "check_sign_plane",
     "commit",
     "manifest_limit",
     "parts_to_fetch",
     "read_sampled",
     "restore_sampled",
+    "restored_momentum",
+    "restored_sent",
     "sample_bands",
     "sample_seed",
     "sampled_fraction",
+    "sampled_of",
     "state_manifest",
 ]

@@ -9,6 +9,7 @@ copy of the model in memory, whatever its size.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -18,11 +19,18 @@ STREAM_BYTES = 1 << 26  # written and read in pieces of at most this many bytes
 
 def _pieces(p: torch.Tensor) -> list[memoryview]:
     """The parameter's bytes as views into it (no copy for a CPU tensor on a little-endian host)."""
+    if not p.is_contiguous():  # reshape would copy: a load would write into the copy, not the weights
+        raise RuntimeError("weight snapshots need contiguous tensors")
     flat = p.detach().reshape(-1)
     if flat.device.type != "cpu" or sys.byteorder != "little":
         raise RuntimeError("weight snapshots need CPU tensors on a little-endian host")
     raw = memoryview(flat.view(torch.uint8).numpy())
     return [raw[lo : lo + STREAM_BYTES] for lo in range(0, len(raw), STREAM_BYTES)]
+
+
+def _tensors(weights: torch.nn.Module | Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
+    """A model's parameters in order, or the tensors given (a sharded member's rows of each parameter)."""
+    return list(weights.parameters()) if isinstance(weights, torch.nn.Module) else weights
 
 
 class WeightSnapshots:
@@ -39,10 +47,11 @@ class WeightSnapshots:
     def __contains__(self, step: object) -> bool:
         return step in self.steps
 
-    def take(self, step: int, model: torch.nn.Module) -> None:
-        """Write the model's weights as the start of `step`, and forget the oldest beyond `keep`."""
+    def take(self, step: int, model: torch.nn.Module | Sequence[torch.Tensor]) -> None:
+        """Write the model's weights (or the tensors given) as the start of `step`, and forget the oldest
+        beyond `keep`."""
         with open(self.path(step), "wb") as f:
-            for p in model.parameters():
+            for p in _tensors(model):
                 if p.device.type == "cpu":
                     for piece in _pieces(p):
                         f.write(piece)
@@ -58,10 +67,10 @@ class WeightSnapshots:
             self.path(self.steps.pop(0)).unlink(missing_ok=True)
 
     @torch.no_grad()
-    def load_into(self, step: int, model: torch.nn.Module) -> None:
-        """Put the weights of `step`'s start into `model` (same architecture) in place."""
+    def load_into(self, step: int, model: torch.nn.Module | Sequence[torch.Tensor]) -> None:
+        """Put the weights of `step`'s start into `model` (same architecture; or the same tensors) in place."""
         with open(self.path(step), "rb") as f:
-            for p in model.parameters():
+            for p in _tensors(model):
                 if p.device.type == "cpu":
                     for piece in _pieces(p):
                         if f.readinto(piece) != len(piece):
