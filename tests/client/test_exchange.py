@@ -5,6 +5,7 @@ wrong size or for another step. Nothing bad is kept in the blob store (so it is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import struct
 from contextlib import AsyncExitStack
@@ -14,11 +15,20 @@ import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
-from cohort.client.p2p import Allowlist, Announcement, HttpTransport, NodeKey, P2PNode, gossip_topic
+from cohort.client.p2p import (
+    Allowlist,
+    Announcement,
+    HttpTransport,
+    NodeKey,
+    P2PNode,
+    RemoteError,
+    gossip_topic,
+)
+from cohort.client.p2p.gossip import PUSH_PROTOCOL, push_body
 from cohort.client.runtime import exchange as exchange_module
 from cohort.client.runtime.exchange import Exchange
 from cohort.client.runtime.machine import PeerReady, PeerResult, ResultFailed, ResultHeld
-from cohort.client.runtime.messages import Ready, Result
+from cohort.client.runtime.messages import Ready, Result, decode_message
 from cohort.client.runtime.replica import PayloadHeader
 from cohort.sdk.coordinator_core import load_idl
 from cohort.sdk.statements import result_statement
@@ -56,7 +66,7 @@ class Peers:
         self.exchange = Exchange(self.nodes[0], self.keys[0], self.idl, self.run, recorder,  # type: ignore[arg-type]
                                  self.posted.append, check, lambda: SIZE)  # fmt: skip
         members = [SimpleNamespace(index=i, p2p_identity=Pubkey(bytes(k.node_id.key))) for i, k in enumerate(self.keys)]
-        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0))
+        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0), config=SimpleNamespace(max_round_train_time=8))
         self.exchange.set_view(SimpleNamespace(run=run, newest=None))  # type: ignore[arg-type]
         self.exchange.set_peers({i: a for i, a in enumerate(addresses) if i}, tuple(range(n)), None)
 
@@ -147,3 +157,64 @@ async def test_a_provider_that_never_answers_costs_a_bounded_time(peers, monkeyp
     assert isinstance(failed, ResultFailed) and not failed.bad
     assert asyncio.get_running_loop().time() - started < 5
 
+
+
+async def test_bytes_we_hold_are_refused_for_a_trainer_whose_batch_they_do_not_name(peers):
+    """A byte-for-byte copy: trainer 2 announces trainer 1's commitment under its own batch. We hold the
+    bytes already (fetched for trainer 1), so nothing is downloaded; still the payload names trainer 1's
+    batch, and the copy is refused for trainer 2 alone, whether the batch is remembered or read again."""
+    await peers.start(3)
+    data = payload(5, (0, 8))
+    commitment = peers.nodes[1].store.put(data, 5)
+    peers.exchange.fetch(5, 1, commitment, (0, 8))
+    assert await peers.outcome() == ResultHeld(5, 1, commitment)
+    for forget in (False, True):
+        if forget:
+            peers.exchange.headers.clear()
+        peers.exchange.fetch(5, 2, commitment, (8, 16))
+        failed = await peers.outcome()
+        assert isinstance(failed, ResultFailed) and failed.bad and failed.sender == 2 and "a copy" in failed.reason
+        peers.exchange.fetch(5, 1, commitment, (0, 8))  # the original is still its trainer's
+        assert await peers.outcome() == ResultHeld(5, 1, commitment)
+    assert peers.nodes[0].store.get(commitment) == data
+
+
+async def test_our_own_result_copied_by_another_trainer_is_refused_for_it(peers):
+    await peers.start(2)
+    peers.nodes[0].gossip.advance_round(5)
+    data = payload(5, (0, 8))
+    commitment = hashlib.sha256(data).digest()
+    await peers.exchange.publish(5, (0, 8), commitment, data)
+    peers.exchange.fetch(5, 1, commitment, (8, 16))
+    failed = await peers.outcome()
+    assert isinstance(failed, ResultFailed) and failed.bad and "a copy" in failed.reason
+
+
+async def test_an_equivocators_two_statements_reach_every_peer_whatever_fillers_it_sent(peers):
+    """The origin (node 3) pushes its result A plus fillers enough to spend its gossip quota to node 0, and
+    another result B for the same step plus as many fillers to node 1: each statement still passes every
+    quota, by push and by repair, so every honest peer holds both (the proof it reports)."""
+    await peers.start(4)
+    posted: dict[int, list] = {0: peers.posted}
+    peers.nodes[0].gossip.on_message = peers.exchange.on_message
+    for i in (1, 2):
+        posted[i] = []
+        peers.nodes[i].gossip.on_message = (exchange := Exchange(peers.nodes[i], peers.keys[i], peers.idl, peers.run, SimpleNamespace(emit=lambda *a, **f: None),
+                            posted[i].append, check, lambda: SIZE)).on_message  # type: ignore[arg-type]  # fmt: skip
+        exchange.set_view(peers.exchange.view)  # type: ignore[arg-type]
+        exchange.set_peers({j: n.address for j, n in enumerate(peers.nodes) if j != i}, tuple(range(4)), None)
+    attacker, topic = peers.keys[3], gossip_topic(bytes(peers.run))
+    quota = peers.nodes[0].gossip.config.max_per_origin_round
+    twins = [peers.signed(3, 1, (0, 8), payload(1, (0, 8))[:-1] + bytes([k])) for k in (0, 1)]
+    for k, (victim, twin) in enumerate(zip(peers.nodes[:2], twins, strict=True)):
+        bodies = [twin] + [b"filler %d" % n for n in range(quota - 1)]
+        frames = [Announcement.create(attacker, topic, 1, 1000 * k + seq, body).encode() for seq, body in enumerate(bodies)]
+        with contextlib.suppress(RemoteError):  # what was over the quota is refused (the rest kept)
+            async with peers.nodes[3].transport.request(victim.address, PUSH_PROTOCOL, push_body(frames)) as reply:
+                await reply.read()
+    for _ in range(2):
+        for node in peers.nodes[:3]:
+            await node.gossip.repair_now()
+    for i in range(3):
+        stated = {m.result.commitment for m in posted[i] if isinstance(m, PeerResult) and m.sender == 3}
+        assert stated == {decode_message(t).commitment for t in twins}, f"node {i} holds {len(stated)} of the two"

@@ -437,6 +437,186 @@ def test_a_failed_payload_is_not_fetched_again_and_one_fetch_runs_per_trainer(co
     assert not [f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.step == 1 and f.sender == index]
 
 
+# -- copies and twins: a result is judged per (trainer, commitment) ------------------------------------
+
+
+COPY = "the same payload as a result for another step or batch (a copy)"  # the exchange's verdict
+
+
+def test_a_byte_for_byte_copy_is_refused_for_its_copier_and_never_for_the_original(core):
+    """A copier re-announces another trainer's commitment under its own batch, before the original reaches
+    us: the payload names the original's batch, so the fetch refuses it for the copier alone; the seat
+    attests the original, does not wait for the copier, and says why it is missing."""
+    d = seated_driver(core)
+    assignment = d.view().rounds[1].assignment
+    original, copier = [i for i in assignment if i != d.me][:2]
+    copied = commitment(1, original)
+    out = d.feed(PeerResult(copier, Result(1, *assignment[copier], copied, 100, b"s" * 64)))
+    out += d.feed(PeerResult(original, d.result(1, original)))
+    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [{"step": 1, "trainers": [copier, original]}]
+    out = []
+    for index in assignment:
+        if index != copier:
+            out += d.feed(ResultHeld(1, index, commitment(1, index)))
+    assert not of(out, SubmitWitness)  # the copier's verdict is not in yet
+    out = d.feed(ResultFailed(1, copier, copied, True, COPY))
+    (submitted,) = of(out, SubmitWitness)  # no grace waited for a result it cannot give
+    assert submitted.results.entries == tuple((i, commitment(1, i)) for i in sorted(assignment) if i != copier)
+    assert not [f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.sender == copier]  # never asked again
+
+
+def test_a_commitment_two_trainers_announced_is_fetched_from_its_announcer_last(core):
+    d = seated_driver(core)
+    assignment = d.view().rounds[1].assignment
+    original, copier = [i for i in assignment if i != d.me][:2]
+    fetches = of(d.feed(PeerResult(original, d.result(1, original))), Fetch)
+    assert [(f.sender, f.decided) for f in fetches] == [(original, False)]  # only its trainer holds it yet
+    d.feed(PeerResult(copier, Result(1, *assignment[copier], commitment(1, original), 100, b"s" * 64)))
+    d.feed(ResultFailed(1, original, commitment(1, original), False, "busy"))
+    fetches = of(d.feed(TimerFired(), dt=1), Fetch)
+    assert {(f.sender, f.decided) for f in fetches} == {(original, True)}  # other holders first
+
+
+def test_one_commitment_held_for_two_trainers_is_attested_for_neither(core):
+    """Should both pass the batch check (identical batches), no order of arrival picks the author: a list
+    never holds one commitment twice, and every seat leaves both out alike."""
+    d = seated_driver(core)
+    assignment = d.view().rounds[1].assignment
+    a, b = [i for i in assignment if i != d.me][:2]
+    out = []
+    for index in assignment:
+        out += d.feed(ResultHeld(1, index, commitment(1, a if index == b else index)))
+    (submitted,) = of(out, SubmitWitness)
+    assert a not in submitted.results.indices and b not in submitted.results.indices
+    assert len(set(submitted.results.commitments)) == len(submitted.results.entries)
+    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [{"step": 1, "trainers": [a, b], "held": True}]
+
+
+def test_a_decided_list_that_names_one_commitment_twice_applies_it_once(core):
+    """A copy that slipped past the seats: the replica applies each decided result once (the same on every
+    replica), neither fetching the copier's entry nor leaving for it."""
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    d.feed(PeerResult(1, d.result(1, 1)))
+    d.feed(ResultHeld(1, 1, commitment(1, 1)))
+    d.feed(PeerResult(2, Result(1, *d.view().rounds[1].assignment[2], commitment(1, 1), 100, b"s" * 64)))
+    d.feed(ResultFailed(1, 2, commitment(1, 1), True, COPY))
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    decided = ResultsList.of(1, {0: commitment(1, 0), 1: commitment(1, 1), 2: commitment(1, 1)})
+    d.host.decide(decided.root)
+    (ask,) = of(d.feed(), FetchList)
+    out = d.feed(ListHeld(1, ask.root, decided))
+    (apply,) = of(out, Apply)
+    assert apply.commitments == (commitment(1, 0), commitment(1, 1))
+    assert not of(out, Fetch) and not of(out, LeaveEpoch)
+
+
+@pytest.mark.parametrize("verdict_first", [True, False])
+def test_the_decided_valid_twin_is_fetched_once_and_applied_after_an_invalid_twin(core, verdict_first):
+    """A trainer signs an invalid A and a valid B for one step; we saw A first, the seats decided B. A's
+    verdict (before or after the decision) bars A alone: B is fetched once, applied, and we stay."""
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    d.feed(PeerResult(2, d.result(1, 2)))
+    d.feed(ResultHeld(1, 2, commitment(1, 2)))
+    a, b = d.result(1, 1), d.result(1, 1, salt=1)
+    assert [f.commitment for f in of(d.feed(PeerResult(1, a)), Fetch)] == [a.commitment]
+    if verdict_first:
+        assert emitted(d.feed(ResultFailed(1, 1, a.commitment, True, "not a result of this model")), "bad_result")
+    assert of(d.feed(PeerResult(1, b)), ReportEquivocation)
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    decided = ResultsList.of(1, {0: commitment(1, 0), 1: b.commitment, 2: commitment(1, 2)})
+    d.host.decide(decided.root)
+    (ask,) = of(d.feed(), FetchList)
+    out = d.feed(ListHeld(1, ask.root, decided))
+    if not verdict_first:
+        assert not of(out, Fetch)  # A's fetch still runs: one fetch per trainer
+        out = d.feed(ResultFailed(1, 1, a.commitment, True, "not a result of this model"))
+    fetches = of(out, Fetch)
+    for _ in range(20):
+        fetches += of(d.feed(TimerFired(), dt=0.5), Fetch)
+    assert [(f.sender, f.commitment, f.decided) for f in fetches] == [(1, b.commitment, True)]
+    out = d.feed(ResultHeld(1, 1, b.commitment))
+    (apply,) = of(out, Apply)
+    assert b.commitment in apply.commitments and a.commitment not in apply.commitments
+    assert not of(out, LeaveEpoch)
+
+
+def test_a_decided_result_that_is_invalid_here_makes_the_replica_leave(core):
+    """The other side of per-(trainer, commitment) validity: the pair the seats decided is invalid."""
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    d.feed(PeerResult(1, d.result(1, 1)))
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.feed()
+    decided = ResultsList.of(1, {0: commitment(1, 0), 1: commitment(1, 1)})
+    d.host.decide(decided.root)
+    d.feed()
+    d.feed(ListHeld(1, decided.root, decided))
+    out = d.feed(ResultFailed(1, 1, commitment(1, 1), True, "not a result of this model"))
+    assert of(out, LeaveEpoch) and not of(out, Apply)
+
+
+def test_seats_given_different_valid_twins_converge_once_both_statements_are_known(core):
+    """A trainer gives each seat a different valid twin: their first records differ, so no root has a
+    majority; once each holds both statements (gossip lets an origin's two statements through every quota)
+    each seat replaces its record leaving the trainer out, the roots agree and the step is decided."""
+    host = HostRun(core, 5, witness_nodes=3)
+    machines = [ClientMachine(core, w, Timing(tick_turn=0.0)) for w in host.wallets]
+    now = 100.0
+
+    def feed(index: int, event=None) -> list:
+        event = event or ChainUpdate(observe(core, host.run(), host.wallets[index]))
+        return machines[index].handle(event, now, host.now)
+
+    host.to_warmup()
+    for i in range(5):
+        feed(i)
+        feed(i, EpochPrepared(0, True, digest=7))
+    host.warm_up()
+    host.decide(ResultsList.of(0, {}).root)  # round 1 attests nothing
+    host.start_pending()
+    for i in range(5):
+        feed(i, TxDone("witness", 1, True))
+        feed(i)
+    view = observe(core, host.run(), host.wallets[0])
+    assignment = view.rounds[1].assignment
+    first, second = list(host.seats())[:2]
+    liar = next(i for i in assignment if i not in (first, second))
+    twins = {k: Result(1, *assignment[liar], commitment(1, liar, salt=k), 100, b"s" * 64) for k in (0, 1)}
+    records = {}
+    for seat, k in ((first, 0), (second, 1)):  # each seat is given one twin, and everyone else's result
+        feed(seat, PeerResult(liar, twins[k]))
+        out = []
+        for index in assignment:
+            if index != seat and index != liar:
+                feed(seat, PeerResult(index, Result(1, *assignment[index], commitment(1, index), 100, b"s" * 64)))
+            c = twins[k].commitment if index == liar else commitment(1, index)
+            out += feed(seat, ResultHeld(1, index, c))
+        (records[seat],) = of(out, SubmitWitness)
+        feed(seat, TxDone("witness", 2, True))
+    assert records[first].results.root != records[second].results.root  # split: no majority
+    now += 1.1
+    for seat, k in ((first, 1), (second, 0)):  # the other twin arrives
+        out = feed(seat, PeerResult(liar, twins[k]))
+        assert of(out, ReportEquivocation)
+        (records[seat],) = of(out, SubmitWitness)
+    assert records[first].results.root == records[second].results.root
+    assert liar not in records[first].results.indices and len(records[first].results.entries) == len(assignment) - 1
+    for seat in (first, second):
+        assert host.witness(seat, records[seat].results.root) == 0
+    attesting = observe(core, host.run(), host.wallets[0]).rounds[2]
+    assert attesting.decided and attesting.decided_root == records[first].results.root
+
+
 def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out(core):
     d = seated_driver(core)
     d.feed(Applied(0, 0, 0, 7))

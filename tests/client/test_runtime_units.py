@@ -212,3 +212,14 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     assert fetcher.asked.count(missing) == PART_TRIES
     parts.close()
     assert not (tmp_path / "b.parts").exists()
+
+
+def test_our_results_copy_limit_lasts_a_quarter_of_the_seats_grace():
+    """The trainer's first copies are held back for a time that follows the run's round time (it was a
+    fixed 10 s: longer than a seat waits at a round time of 8 s or 10 s)."""
+    from cohort.client.runtime.exchange import own_patience
+    from cohort.client.runtime.machine import Timing
+
+    for round_time in (5, 8, 10, 30, 300):
+        assert own_patience(round_time) == Timing.witness_grace(round_time) / 4
+    assert own_patience(8) < 1.0 and own_patience(300) == 25.0

@@ -23,6 +23,7 @@ from cohort.client.p2p import (
 )
 from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, MAX_REQUEST, part_request
 from cohort.client.p2p.blob_store import CopyLimit
+from cohort.client.p2p.uploads import Uploads
 
 
 class FakeBytesSource:
@@ -188,13 +189,28 @@ async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
 
 def test_a_copy_limit_holds_for_its_patience_and_a_failed_copy_gives_its_place_back():
     limit = CopyLimit(first=3, published=100.0, patience=10.0)
-    assert [limit.take(100.1) for _ in range(4)] == [True, True, True, False]
-    assert limit.take(100.2, count=False) is False  # a later part asked for alone is refused too
-    limit.end(False)  # one fetcher went away: its place is given back
-    assert limit.take(100.6) and not limit.take(100.6)
-    limit.end(True)  # a copy served keeps its place
-    assert not limit.take(109.9)
-    assert limit.take(110.0) and limit.take(110.0)  # past its patience anyone may fetch it here
+    uploads = Uploads(linger=0.5)
+    peers = [NodeKey.generate().node_id for _ in range(5)]
+    blob, size = bytes(32), 1000
+
+    def begin(peer, now, length=size):
+        return uploads.begin(blob, peer, size, 0, length, limit, now, lambda b: True)
+
+    grants = [begin(p, 100.1) for p in peers[:4]]
+    assert [isinstance(g, str) for g in grants] == [False, False, False, True]
+    assert isinstance(begin(peers[3], 100.2, 1), str)  # a later part asked for alone is refused too
+    assert not isinstance(begin(peers[0], 100.2, 1), str)  # ... but not to a peer whose copy is under way
+    uploads.end(grants[1], 10, 100.3)  # one fetcher went away: its place comes back
+    taken = begin(peers[3], 100.4)
+    assert not isinstance(taken, str)
+    part = begin(peers[1], 100.5, 1)
+    assert not isinstance(part, str)  # its next part, a moment later, passes
+    uploads.end(part, 1, 100.5)
+    assert isinstance(begin(peers[1], 101.0), str)  # ... but not once it stayed away
+    assert uploads.end(grants[0], size, 101.0) == 1  # a copy delivered in full keeps its place
+    assert uploads.end(taken, size, 101.0) == 1
+    assert isinstance(begin(peers[4], 109.9), str)
+    assert not isinstance(begin(peers[4], 110.0), str)  # past its patience anyone may fetch it here
 
 
 async def test_a_reader_that_stops_reading_gives_its_copy_back(make_transport):

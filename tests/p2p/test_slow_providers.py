@@ -19,19 +19,20 @@ from cohort.client.p2p import (
     NodeKey,
     blob_hash,
 )
-from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, LENGTH_PREFIX
+from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, LENGTH_PREFIX, MAX_REQUEST
 
 DRIP_EVERY = 0.1
 
 
-def dripping(data: bytes):
-    """A blob handler that announces `data` and sends one byte every DRIP_EVERY seconds."""
+def dripping(data: bytes, every: float = DRIP_EVERY):
+    """A blob handler that announces `data`'s length (asked for the whole or a part) and sends one byte
+    every `every` seconds: it need not even hold the blob."""
 
     async def handle(peer, request, reply):
         await reply.write(LENGTH_PREFIX.pack(len(data)))
         for i in range(min(len(data), 600)):  # bounded; the fetcher leaves long before
             await reply.write(data[i : i + 1])
-            await asyncio.sleep(DRIP_EVERY)
+            await asyncio.sleep(every)
 
     return handle
 
@@ -45,7 +46,7 @@ def providers(make_transport):
         allow = Allowlist(k.node_id for k in keys)
         addresses = []
         for key, handler in zip(keys[1:], handlers, strict=True):
-            server = await make_transport(key, allow, {BLOB_PROTOCOL: (handler, 32)})
+            server = await make_transport(key, allow, {BLOB_PROTOCOL: (handler, MAX_REQUEST)})
             addresses.append(server.address)
         return await make_transport(keys[0], allow), addresses
 
@@ -60,18 +61,47 @@ def serving(data: bytes):
 
 async def test_a_dripping_provider_is_dropped_at_the_size_scaled_deadline(providers):
     data = os.urandom(100_000)
-    client, (drip, honest) = await providers(dripping(data), serving(data))
+    client, (drip,) = await providers(dripping(data))
     policy = FetchPolicy(progress_timeout=1.0, min_rate=50_000, deadline_slack=0.5)
     fetcher = BlobFetcher(client, BlobStore(), policy)
     started = time.monotonic()
     async with asyncio.timeout(15):
-        result = await fetcher.fetch_detailed(blob_hash(data), [drip, honest])
+        with pytest.raises(BlobFetchError, match="too slow"):
+            await fetcher.fetch_detailed(blob_hash(data), [drip])
     elapsed = time.monotonic() - started
-    assert result.data == data and result.provider == honest.node_id
-    assert "too slow" in result.failed[0].error
     assert policy.body_deadline(len(data)) <= elapsed < policy.body_deadline(len(data)) + 3
     with pytest.raises(ValueError, match="min_rate"):
         FetchPolicy(min_rate=0)
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "in-parts"])
+async def test_a_dripping_provider_is_hedged_and_the_fetch_ends_near_the_honest_time(providers, whole):
+    """A provider that sends the right length header and then a byte every 4 s used to count as streaming,
+    never hedged: the fetch took its whole body deadline (10.7 s here). One that falls behind its share
+    of that deadline is hedged now."""
+    data = os.urandom(176_000)  # a small model's result
+    h, size = blob_hash(data), None if whole else len(data)
+    client, (drip, honest) = await providers(dripping(data, every=4.0), serving(data))
+    policy = FetchPolicy()  # the client's own: hedge after 1 s
+    started = time.monotonic()
+    await BlobFetcher(client, BlobStore(), policy).fetch(h, [honest], expected_size=size)
+    honest_time = time.monotonic() - started
+    started = time.monotonic()
+    result = await BlobFetcher(client, BlobStore(), policy).fetch_detailed(h, [drip, honest], expected_size=size)
+    elapsed = time.monotonic() - started
+    assert result.data == data and result.provider == honest.node_id
+    assert result.failed == ()  # hedged, then cancelled: not a failure of its own
+    assert elapsed < honest_time + 2 * policy.hedge_after, (elapsed, honest_time)
+
+
+def test_the_pace_a_streaming_provider_is_held_to():
+    policy = FetchPolicy(hedge_after=1.0, min_rate=100_000, deadline_slack=1.0, max_parallel=3)
+    size = 1_000_000  # body deadline 11 s: each of three providers' share 11/3 s
+    assert policy.on_pace(size, 0, 1.0)  # the start-up allowance
+    assert not policy.on_pace(size, 10, 1.5)
+    assert policy.on_pace(size, size // 2, 1.0 + 11 / 6)  # half of it in half its share
+    assert not policy.on_pace(size, size // 2 - 10_000, 1.0 + 11 / 6)
+    assert policy.on_pace(size, size, 100.0)
 
 
 @pytest.mark.parametrize("kind", ["http"])

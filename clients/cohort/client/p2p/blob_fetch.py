@@ -1,10 +1,12 @@
 """Fetching blobs: the given providers in order, until one gives verified bytes.
 
 Attempts are hedged: when a provider has not begun its answer (the length header) within `hedge_after`,
-the next one is asked alongside it, up to `max_parallel` at once; the first verified answer wins and the
-others are cancelled. A dead or far provider then costs about `hedge_after`, not `open_timeout`, and a
-lost packet on one path no longer stalls a round. A provider that is already streaming is never hedged
-(large blobs are not fetched twice).
+or, streaming, falls behind its share of the body deadline (`FetchPolicy.on_pace`), the next one is asked
+alongside it, up to `max_parallel` at once; the first verified answer wins and the others are cancelled.
+A dead or far provider then costs about `hedge_after`, not `open_timeout`, a lost packet on one path no
+longer stalls a round, and one that sends the right header and then drips costs about `hedge_after` too,
+not the body deadline. A provider that streams on pace is never hedged (large blobs are not fetched
+twice).
 
 Each attempt is bounded three times: `open_timeout` to connect and get an answer,
 `progress_timeout` for every chunk of the body (a provider that sends nothing for that long is
@@ -77,6 +79,14 @@ class FetchPolicy:
         """Seconds a provider gets to deliver a body of `size` bytes."""
         return self.deadline_slack + size / self.min_rate
 
+    def on_pace(self, size: int, got: int, elapsed: float) -> bool:
+        """Whether an attempt that has had `got` of `size` bytes `elapsed` seconds after it began is on
+        course to deliver within its share of the body deadline (the deadline split over `max_parallel`
+        providers, so that the last still has its share when the others fell behind), after a start-up
+        allowance of `hedge_after`."""
+        share = self.body_deadline(size) / self.max_parallel
+        return got >= size * min(1.0, (elapsed - self.hedge_after) / share)
+
     def parts(self, expected_size: int | None) -> list[tuple[int, int]] | None:
         """(offset, length) of each part of a blob of `expected_size` bytes; None: fetch it whole."""
         if expected_size is None or self.lanes < 2 or expected_size < self.stripe_min:
@@ -122,15 +132,23 @@ class _Terms:
 
 
 class _Received:
-    """Bytes of one attempt so far, over all its parts, reported to the caller's progress callback."""
+    """Bytes of one attempt so far, over all its parts, reported to the caller's progress callback; and
+    whether it keeps pace (a provider whose header arrived is judged by its bytes, not its header)."""
 
-    def __init__(self, progress: Progress | None) -> None:
-        self.progress, self.got = progress, 0
+    def __init__(self, progress: Progress | None, started: float) -> None:
+        self.progress, self.got, self.started = progress, 0, started
+        self.size: int | None = None  # the blob's length, once a header said it
 
     def add(self, count: int, size: int) -> None:
         self.got += count
         if self.progress is not None:
             self.progress(self.got, size)
+
+    def on_pace(self, policy: FetchPolicy, now: float) -> bool:
+        elapsed = now - self.started
+        if self.size is None:  # no header yet
+            return elapsed < policy.hedge_after
+        return policy.on_pace(self.size, self.got, elapsed)
 
 
 class BlobFetcher:
@@ -256,18 +274,20 @@ class BlobFetcher:
                 seen.add(peer.node_id)
                 queue.append(peer)
         queue.reverse()  # popped from the end: the caller's order
-        running: dict[asyncio.Task[bytes], PeerAddress] = {}
-        answering: set[NodeId] = set()  # providers whose header arrived: streaming, not to be hedged
+        loop = asyncio.get_running_loop()
+        running: dict[asyncio.Task[bytes], tuple[PeerAddress, _Received]] = {}
         try:
             while queue or running:
-                streaming = running and all(p.node_id in answering for p in running.values())
-                if queue and len(running) < self.policy.max_parallel and not streaming:
-                    peer = queue.pop()
-                    running[asyncio.create_task(self._fetch_from(peer, blob, terms, answering))] = peer
-                hedge = self.policy.hedge_after if queue else None
+                now = loop.time()
+                on_pace = running and all(r.on_pace(self.policy, now) for _, r in running.values())
+                if queue and len(running) < self.policy.max_parallel and not on_pace:
+                    peer, received = queue.pop(), _Received(terms.progress, now)
+                    running[asyncio.create_task(self._fetch_from(peer, blob, terms, received))] = peer, received
+                # looked at four times per hedge time: a streaming provider may fall behind at any moment
+                hedge = self.policy.hedge_after / 4 if queue else None
                 done, _ = await asyncio.wait(running, timeout=hedge, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    peer = running.pop(task)
+                    peer, _ = running.pop(task)
                     try:
                         data = task.result()
                     except (TransportError, _BadProvider) as e:
@@ -284,18 +304,17 @@ class BlobFetcher:
                 await asyncio.gather(*running, return_exceptions=True)
 
     async def _fetch_from(
-        self, peer: PeerAddress, blob: bytes, terms: _Terms, answering: set[NodeId]
+        self, peer: PeerAddress, blob: bytes, terms: _Terms, received: _Received
     ) -> bytes:
         parts = self.policy.parts(terms.expected)
-        received = _Received(terms.progress)
         if parts is None:
             hasher = hashlib.sha256()  # hashed as it arrives, while the next chunk is in flight
-            _, data = await self._fetch_part(peer, blob, None, 0, terms.limit, answering, received, hasher)
+            _, data = await self._fetch_part(peer, blob, None, 0, terms.limit, received, hasher)
             digest = hasher.digest()
         else:
             tasks = [
                 asyncio.create_task(
-                    self._fetch_part(peer, blob, part, lane, terms.limit, answering, received, None)
+                    self._fetch_part(peer, blob, part, lane, terms.limit, received, None)
                 )
                 for lane, part in enumerate(parts)
             ]
@@ -323,7 +342,6 @@ class BlobFetcher:
         part: tuple[int, int] | None,
         lane: int,
         limit: int,
-        answering: set[NodeId],
         received: _Received,
         hasher,
     ) -> tuple[int, bytes]:
@@ -340,9 +358,9 @@ class BlobFetcher:
             try:
                 header = await self._read_exactly(reply, LENGTH_PREFIX.size, deadline)
                 (size,) = LENGTH_PREFIX.unpack(header)
-                answering.add(peer.node_id)
                 if size > limit:
                     raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
+                received.size = size  # parts that disagree are refused at the end
                 start, length = part if part is not None else (0, size)
                 want = max(0, min(size, start + length) - min(size, start))
                 deadline = loop.time() + policy.body_deadline(want)

@@ -6,18 +6,21 @@
 
 The length prefix lets a fetcher refuse an oversized blob before reading it and tell a complete
 reply from a cut one. Parts let a fetcher take one blob from a holder over several connections side
-by side (see `BlobFetcher`); the part that starts at offset 0 counts as the copy served.
+by side (see `BlobFetcher`). What each peer is served of each blob is accounted (`uploads.Uploads`):
+a copy counts once its bytes were sent in full, and every request, at any offset, is charged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from collections.abc import Iterable
 
 from .blob_store import HASH_BYTES, BlobReader, BlobSource
 from .identity import NodeId
 from .transport import READ_CHUNK, ReplyWriter, RequestRejected, Status, Transport
+from .uploads import Uploads
 
 BLOB_PROTOCOL = "cohort/blob/1"
 LENGTH_PREFIX = struct.Struct(">Q")
@@ -35,22 +38,23 @@ def part_request(blob: bytes, offset: int, length: int) -> bytes:
 
 
 class BlobServer:
-    """Answers blob requests from a list of sources (searched in order; the list may change). A source
-    may cap the copies of a blob it serves (`take_upload`); beyond it the answer is BUSY, so fetchers go
-    to other holders; it is told when each counted copy ends (`end_upload`), served or abandoned."""
+    """Answers blob requests from a list of sources (searched in order; the list may change). What it
+    serves each peer of a blob is bounded (`uploads`): requests at once, bytes in all, and for a blob
+    whose source limits its copies (`copy_limit`, our own result), the peers it is served to at first;
+    beyond any of them the answer is BUSY, so fetchers go to other holders."""
 
     def __init__(self, sources: Iterable[BlobSource] = (), min_rate: float = SERVE_MIN_RATE,
-                 slack: float = SERVE_SLACK) -> None:  # fmt: skip
+                 slack: float = SERVE_SLACK, uploads: Uploads | None = None) -> None:  # fmt: skip
         if min_rate <= 0 or slack <= 0:
             raise ValueError("min_rate and slack must be positive")
         self.sources: list[BlobSource] = list(sources)
         self.min_rate, self.slack = min_rate, slack
+        self.uploads = uploads if uploads is not None else Uploads()
         self.abandoned = 0  # replies cut because the reader did not take them in time
         self.bytes_served = 0
         self.busy_refusals = 0
-        self.serving: dict[bytes, int] = {}  # blob -> copies being served now
-        self.served: dict[bytes, int] = {}  # blob -> copies served completely (recent blobs only)
-        self._copies: set[tuple[bytes, NodeId]] = set()  # (blob, peer) whose first part was granted
+        self.serving: dict[bytes, int] = {}  # blob -> requests being served now
+        self.served: dict[bytes, int] = {}  # blob -> copies delivered in full (recent blobs only)
 
     def register(self, transport: Transport) -> None:
         transport.add_protocol(BLOB_PROTOCOL, self.handle, max_request=MAX_REQUEST)
@@ -88,20 +92,15 @@ class BlobServer:
         start, length = PART.unpack(request[HASH_BYTES:]) if len(request) == MAX_REQUEST else (0, size)
         start = min(start, size)
         end = min(size, start + length)
-        copy = start == 0  # the first part stands for the copy: caps and counts see one per fetch
-        take = getattr(source, "take_upload", None)
-        # past the cap, later parts are refused too, except to a peer whose copy (first part) was granted
-        later_part_of_a_copy = not copy and (blob, peer) in self._copies
-        if take is not None and not later_part_of_a_copy and not take(blob, count=copy):
+        limit_of = getattr(source, "copy_limit", None)
+        limit = limit_of(blob) if limit_of is not None else None
+        grant = self.uploads.begin(blob, peer, size, start, end - start, limit, time.monotonic(),
+                                   lambda b: self.find(b) is not None)  # fmt: skip
+        if isinstance(grant, str):
             self.busy_refusals += 1
-            raise RequestRejected(Status.BUSY, f"served enough copies of {blob.hex()[:16]}: ask its other holders")
-        finish = getattr(source, "end_upload", None) if take is not None and copy else None
-        if copy:
-            if len(self._copies) > 4096:  # bounded: only copies under way matter
-                self._copies.clear()
-            self._copies.add((blob, peer))
+            raise RequestRejected(Status.BUSY, grant)
         self.serving[blob] = self.serving.get(blob, 0) + 1
-        complete = False
+        sent = 0
         try:
             async with asyncio.timeout(self.slack + (end - start) / self.min_rate):
                 await reply.write(LENGTH_PREFIX.pack(size))
@@ -109,18 +108,16 @@ class BlobServer:
                     part = min(READ_CHUNK, end - offset)
                     chunk = await (reader.read(offset, part) if reader is not None else source.read_blob(blob, offset, part))
                     await reply.write(chunk)
+                    sent += len(chunk)
                     self.bytes_served += len(chunk)
-            complete = True
-            if copy:
-                if len(self.served) > 4096:  # bounded: only recent blobs are asked about
-                    self.served.clear()
-                self.served[blob] = self.served.get(blob, 0) + 1
         except TimeoutError:
             self.abandoned += 1
             raise RequestRejected(Status.BUSY, f"reply not taken within {self.slack:g} s at {self.min_rate:g} B/s") from None
         finally:
-            if finish is not None:
-                finish(blob, complete)
+            if copies := self.uploads.end(grant, sent, time.monotonic()):
+                if blob not in self.served and len(self.served) >= 4096:  # bounded: only recent blobs are asked about
+                    del self.served[next(iter(self.served))]
+                self.served[blob] = self.served.get(blob, 0) + copies
             self.serving[blob] -= 1
             if not self.serving[blob]:
                 del self.serving[blob]

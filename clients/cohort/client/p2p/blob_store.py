@@ -43,32 +43,21 @@ class BlobSource(Protocol):
         ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class CopyLimit:
-    """How many copies of one of our own blobs we serve: `first` under way or done during its first
-    `patience` seconds, so that its first fetchers serve the rest and our upload does not grow with the run;
-    after that anyone still missing it may fetch it here (its first fetchers may never re-serve it). A copy
-    that fails (the fetcher went away or did not take it in time) gives its place back."""
+    """How many peers we serve one of our own blobs to at first: `first` of them during its first `patience`
+    seconds, so that its first fetchers serve the rest and our upload does not grow with the run; after that
+    anyone still missing it may fetch it here (its first fetchers may never re-serve it). The blob server
+    keeps the places (`uploads.Uploads`): a peer holds one while its copy is under way and keeps it only
+    once that copy was delivered in full."""
 
     first: int
     published: float
     patience: float
-    copies: int = 0  # copies under way or done
 
-    def allows(self, now: float) -> bool:
-        """Whether one more copy may be served at `now`."""
-        return self.copies < self.first or now >= self.published + self.patience
-
-    def take(self, now: float, count: bool = True) -> bool:
-        """Whether one more copy may be served at `now` (counted, unless `count` is false)."""
-        if not self.allows(now):
-            return False
-        self.copies += count
-        return True
-
-    def end(self, complete: bool) -> None:
-        if not complete:
-            self.copies = max(0, self.copies - 1)
+    def open(self, now: float) -> bool:
+        """Whether anyone may fetch it at `now` (its patience is over)."""
+        return now >= self.published + self.patience
 
 
 @dataclass
@@ -165,19 +154,10 @@ class BlobStore:
             shutil.rmtree(root, ignore_errors=True)  # every part was held already
         return h
 
-    def take_upload(self, blob: bytes, count: bool = True) -> bool:
-        """Whether one more copy of `blob` may be served now (it counts that copy unless `count` is false:
-        the later parts of a copy fetched in parts). A counted copy is ended with `end_upload`."""
+    def copy_limit(self, blob: bytes) -> CopyLimit | None:
+        """The limit on the copies of `blob` served (None: anyone may fetch it here)."""
         entry = self._blobs.get(blob)
-        if entry is None or entry.limit is None:
-            return True
-        return entry.limit.take(time.monotonic(), count)
-
-    def end_upload(self, blob: bytes, complete: bool) -> None:
-        """A copy `take_upload` counted has been served (`complete`) or abandoned."""
-        entry = self._blobs.get(blob)
-        if entry is not None and entry.limit is not None:
-            entry.limit.end(complete)
+        return None if entry is None else entry.limit
 
     def get(self, blob: bytes) -> bytes | None:
         """The blob's bytes (a file blob is read whole: for the rare caller that needs one in memory)."""

@@ -17,11 +17,17 @@ arrives.
 Members are peers, not friends, so everything a member can make us hold or send is bounded: only
 rounds in a small window around the current one are accepted (`retain_rounds` back,
 `future_rounds` ahead); each origin may have at most `max_per_origin_round` announcements in one
-round and `max_messages_per_origin` / `max_bytes_per_origin` in the whole window; a digest reply
-carries at most `max_repair_messages` / `max_repair_bytes`, and a peer gets at most
+round and `max_messages_per_origin` / `max_bytes_per_origin` in the whole window (signed statements aside,
+below); a digest reply carries at most `max_repair_messages` / `max_repair_bytes`, and a peer gets at most
 `max_digests_per_peer` replies at once. A neighbour that stays silent while others (the probe
 included) deliver what it should have passed on is suspected after `silent_strikes` repairs, and
 the next node on its rings takes its place.
+
+Statements pass every quota: with `statement` set (the application's reader of what an announcement states,
+e.g. a result's commitment, with its signature checked), an origin's first `statements_per_round` different
+statements of a round are taken even when its quota is spent. Two different ones prove that it equivocated,
+so an origin cannot keep them apart by pushing each to some peers with fillers enough to fill the quota
+there: each reaches every peer, by push and by repair, and every peer can report it.
 
 Protocols (over any transport):
     push    request = (u16 length | announcement)+ (at most MAX_PUSH_REQUEST bytes); empty reply
@@ -83,12 +89,15 @@ class GossipConfig:
     max_digests_per_peer: int = 2
     probe_peers: int = 1
     silent_strikes: int = 3
+    statements_per_round: int = 2  # different statements an origin may have held per round beyond its quota
 
     def __post_init__(self) -> None:
         if self.retain_rounds < 0 or self.future_rounds < 0:
             raise ValueError("retain_rounds and future_rounds must be >= 0")
         if self.push_rings < 1:
             raise ValueError("push_rings must be >= 1")
+        if self.statements_per_round < 0:
+            raise ValueError("statements_per_round must be >= 0")
         if self.probe_peers < 0 or self.silent_strikes < 0:
             raise ValueError("probe_peers and silent_strikes must be >= 0 (0 turns them off)")
         if self.repair_interval < 0:
@@ -147,6 +156,9 @@ class _Pulled:
 
 
 OnMessage = Callable[[Announcement], None]
+# what a signed statement inside an announcement states (a key: equal keys are one statement), or None for
+# anything else; it must check the statement's signature by the origin, else fillers could pass as statements
+StatementOf = Callable[[Announcement], bytes | None]
 
 
 class Gossip:
@@ -164,6 +176,7 @@ class Gossip:
         self.transport = transport
         self.topic = topic
         self.on_message = on_message
+        self.statement: StatementOf | None = None  # set by the application: see the module's docstring
         self.config = config or GossipConfig()
         self.stats = GossipStats()
         self.current_round = 0
@@ -174,6 +187,7 @@ class Gossip:
         self._messages: dict[bytes, Announcement] = {}
         self._by_round: dict[int, set[bytes]] = defaultdict(set)
         self._per_origin: dict[tuple[NodeId, int], int] = defaultdict(int)
+        self._statements: dict[tuple[NodeId, int], set[bytes]] = {}  # (origin, round) -> what it stated
         self._origin_use: dict[NodeId, _Usage] = {}
         self._next_seq: dict[int, int] = defaultdict(int)
         self._suspects: dict[NodeId, float] = {}
@@ -309,7 +323,28 @@ class Gossip:
         return round > self.current_round + self.config.future_rounds
 
     def _over_quota(self, announcement: Announcement) -> str | None:
-        """Why holding `announcement` would exceed its origin's share, or None if it fits."""
+        """Why holding `announcement` would exceed its origin's share, or None if it fits (or is one of the
+        origin's first different statements of its round, which always fit)."""
+        reason = self._quota(announcement)
+        if reason is None or self.statement is None:
+            return reason
+        stated = self._statements.get((announcement.origin, announcement.round), set())
+        if len(stated) < self.config.statements_per_round:
+            key = self._statement_of(announcement)
+            if key is not None and key not in stated:
+                return None
+        return reason
+
+    def _statement_of(self, announcement: Announcement) -> bytes | None:
+        if self.statement is None:
+            return None
+        try:
+            return self.statement(announcement)
+        except Exception:
+            log.exception("gossip statement reader failed for %r", announcement)
+            return None
+
+    def _quota(self, announcement: Announcement) -> str | None:
         config = self.config
         if self._per_origin.get((announcement.origin, announcement.round), 0) >= (
             config.max_per_origin_round
@@ -372,12 +407,16 @@ class Gossip:
         self._messages[announcement.id] = announcement
         self._by_round[announcement.round].add(announcement.id)
         self._per_origin[(announcement.origin, announcement.round)] += 1
+        key = self._statement_of(announcement)
+        if key is not None:
+            self._statements.setdefault((announcement.origin, announcement.round), set()).add(key)
         use = self._origin_use.setdefault(announcement.origin, _Usage())
         use.messages += 1
         use.bytes += announcement.size
 
     def _forget(self, announcement: Announcement) -> None:
         self._per_origin.pop((announcement.origin, announcement.round), None)
+        self._statements.pop((announcement.origin, announcement.round), None)
         use = self._origin_use[announcement.origin]
         use.messages -= 1
         use.bytes -= announcement.size

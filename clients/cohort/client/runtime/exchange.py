@@ -23,15 +23,21 @@ from cohort.sdk.statements import result_statement
 
 from ..p2p import Announcement, BlobFetchError, NodeId, NodeKey, P2PNode, PeerAddress
 from .events import Events
-from .machine import ListHeld, PeerReady, PeerResult, ResultFailed, ResultHeld
+from .machine import ListHeld, PeerReady, PeerResult, ResultFailed, ResultHeld, Timing
 from .messages import MessageError, Ready, Result, decode_message
 from .results_list import ResultsList, ResultsListError
 from .rounds import ChainView
 
 FETCH_DEADLINE = 30.0  # seconds one fetch (every attempt, every holder) may take in all
 OWN_COPIES = 3  # copies of our own result we serve at first: its first fetchers serve the others (CopyLimit)
-OWN_PATIENCE = 10.0  # seconds that limit holds (then anyone still missing it may fetch it from us)
 LIST_LIMIT = 8 + 256 * 34 + 8  # the largest results list
+HEADERS_KEPT = 4096  # the (step, batch) of the payloads checked last (a forgotten one is checked again)
+
+
+def own_patience(max_round_train_time: int) -> float:
+    """Seconds our result's copy limit holds (then anyone still missing it may fetch it from us): a quarter
+    of the grace seats give a missing result, so a fetcher refused meanwhile still brings it in time."""
+    return Timing.witness_grace(max_round_train_time) / 4
 
 
 class Exchange:
@@ -44,6 +50,10 @@ class Exchange:
         self.by_node: dict[bytes, int] = {}  # node id -> epoch index, of every member of the epoch
         self.tasks: set[asyncio.Task] = set()
         self.bytes_received = 0
+        # commitment -> the (step, batch) its payload says: a payload names the batch it trained, so bytes we
+        # hold are someone's result only if its batch is theirs (a byte-for-byte copy is refused for its copier)
+        self.headers: dict[bytes, tuple[int, tuple[int, int]]] = {}
+        node.gossip.statement = self.statement_of  # a twin's two statements pass every gossip quota
 
     # -- membership ---------------------------------------------------------------------------------
     def set_view(self, view: ChainView) -> None:
@@ -87,9 +97,24 @@ class Exchange:
             return
         self.post(PeerResult(sender, message))
 
+    def statement_of(self, announcement: Announcement) -> bytes | None:
+        """What a result announcement states (its commitment), once its statement's signature by its origin
+        is checked; None for anything else. Two different ones of a step prove equivocation, so the gossip
+        layer takes an origin's first two whatever fillers it spent its quota on."""
+        try:
+            message = decode_message(announcement.payload)
+        except MessageError:
+            return None
+        if not isinstance(message, Result) or message.step != announcement.round:
+            return None
+        statement = result_statement(self.idl, self.run_address, message.step, message.batch, message.commitment)
+        return message.commitment if announcement.origin.verify(statement, message.signature) else None
+
     # -- publishing ---------------------------------------------------------------------------------
     async def publish(self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> None:
-        self.node.store.put_verified(commitment, payload, step, own_copies=OWN_COPIES, patience=OWN_PATIENCE)
+        patience = own_patience(self.view.run.config.max_round_train_time) if self.view is not None else 0.0
+        self.node.store.put_verified(commitment, payload, step, own_copies=OWN_COPIES, patience=patience)
+        self._remember(commitment, step, batch)
         signature = self.key.sign(result_statement(self.idl, self.run_address, step, batch, commitment))
         await self.node.announce(step, Result(step, *batch, commitment, len(payload), signature).encode())
 
@@ -114,7 +139,19 @@ class Exchange:
     async def _fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None,
                      decided: bool) -> None:  # fmt: skip
         held = self.node.store.get(commitment)
-        if held is not None:
+        if held is not None:  # checked when it was kept; but is it the result of this trainer's batch?
+            header = self.headers.get(commitment)
+            if header is None:
+                try:
+                    checked = self.check(held)
+                except ValueError as e:  # cannot be (checked before it was kept): refused all the same
+                    self.post(ResultFailed(step, sender, commitment, True, str(e)))
+                    return
+                header = self._remember(commitment, checked.step, checked.batch)
+            if header[0] != step or (batch is not None and header[1] != batch):
+                self.post(ResultFailed(step, sender, commitment, True, "the same payload as a result for another "
+                                                                       "step or batch (a copy)"))  # fmt: skip
+                return
             self.post(ResultHeld(step, sender, commitment))
             return
         size = self.payload_size()
@@ -138,9 +175,17 @@ class Exchange:
             return
         self.bytes_received += len(data)
         self.node.store.put_verified(commitment, data, step)  # checked: now we serve it too
+        self._remember(commitment, header.step, header.batch)
         self.events.emit("fetched", step=step, sender=sender, seconds=round(time.perf_counter() - started, 3),
                          from_trainer=self.by_node.get(fetched.provider.key) == sender, failed=len(fetched.failed))  # fmt: skip
         self.post(ResultHeld(step, sender, commitment))
+
+    def _remember(self, commitment: bytes, step: int, batch: tuple[int, int]) -> tuple[int, tuple[int, int]]:
+        self.headers.pop(commitment, None)
+        self.headers[commitment] = (step, batch)
+        while len(self.headers) > HEADERS_KEPT:
+            del self.headers[next(iter(self.headers))]
+        return step, batch
 
     def fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
         self._spawn(self._fetch_list(step, root, holders, clients))

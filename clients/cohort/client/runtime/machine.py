@@ -11,7 +11,8 @@ One epoch, in steps (psyche-reference 3.4, with seeds one round ahead):
     train t       as soon as t's batch is known (its round, or the next one), t-1 is trained and t-d applied
                   (d: the run's pipeline_depth, 2 to 4)
     publish t     the payload, announced with a signed statement (two for one step prove equivocation)
-    fetch         every expected trainer's result of the live steps, each checked before it is kept
+    fetch         every expected trainer's result of the live steps, each checked before it is kept (valid or
+                  not per (trainer, commitment): a payload names its batch, so a copy is invalid for its copier)
     apply t       once the round that attests t decided it: exactly the decided results list, the same
                   everywhere (fetched by its root when ours differs); a step decided empty applies nothing
     witness       (a seat) step t-1's results once all expected are held, or a bounded grace after a
@@ -23,6 +24,7 @@ One epoch, in steps (psyche-reference 3.4, with seeds one round ahead):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -264,7 +266,9 @@ class Fetch:
     sender: int
     commitment: bytes
     batch: tuple[int, int] | None  # the batch the chain gave the trainer (its payload must say so)
-    decided: bool = False  # the seats that decided it hold it: its trainer is asked last, not first
+    # its trainer is asked last, not first: the seats that decided it hold it, or another trainer announced the
+    # same commitment (a copier must not hold up the fetch of what it copied)
+    decided: bool = False
 
 
 @dataclass(frozen=True)
@@ -387,7 +391,9 @@ class StepBook:
     step: int
     announced: dict[int, Result] = field(default_factory=dict)  # the first Result per trainer
     held: dict[int, bytes] = field(default_factory=dict)  # trainer -> commitment, payload checked and kept
-    bad: set[int] = field(default_factory=set)  # trainers whose payload was invalid
+    # (trainer, commitment) pairs whose payload was invalid for that trainer. Per pair, never per trainer: an
+    # equivocator's invalid twin must not stop us taking its valid twin when the seats decided that one
+    bad: set[tuple[int, bytes]] = field(default_factory=set)
     equivocated: set[int] = field(default_factory=set)
     retry_at: dict[bytes, float] = field(default_factory=dict)  # commitment -> when to try fetching again
     attempts: dict[bytes, int] = field(default_factory=dict)  # commitment -> failed fetches so far
@@ -469,9 +475,8 @@ class ClientMachine:
             case ResultHeld(step, sender, commitment):
                 self.fetching.pop(commitment, None)
                 book = self._book(step) if step > self.applied else None
-                if book is not None and sender not in book.bad:
-                    book.held[sender] = commitment
-                    book.retry_at.pop(commitment, None)
+                if book is not None and (sender, commitment) not in book.bad:
+                    out += self._on_held(book, sender, commitment)
             case ResultFailed(step, sender, commitment, bad, reason):
                 self.fetching.pop(commitment, None)
                 out += self._on_fetch_failed(step, sender, commitment, bad, reason, now)
@@ -540,6 +545,12 @@ class ClientMachine:
         first = book.announced.get(sender)
         if first is None:
             book.announced[sender] = result
+            # The same commitment from two trainers: a payload names its batch, so at most one of them is its
+            # author, and the fetch (which checks the batch even for bytes we hold) tells which. Neither is
+            # refused for the order it arrived in: a copier closer to us must not make the original lose.
+            twins = sorted(i for i, r in book.announced.items() if r.commitment == result.commitment and i != sender)
+            if twins:
+                return [Emit("duplicate_commitment", {"step": result.step, "trainers": [*twins, sender]})]
             return []
         if first.commitment == result.commitment or sender in book.equivocated:
             return []
@@ -547,16 +558,23 @@ class ClientMachine:
         return [ReportEquivocation(sender, first, result),
                 Emit("equivocation", {"sender": sender, "step": result.step})]  # fmt: skip
 
+    def _on_held(self, book: StepBook, sender: int, commitment: bytes) -> list[Action]:
+        book.held[sender] = commitment
+        book.retry_at.pop(commitment, None)
+        twins = sorted(i for i, c in book.held.items() if c == commitment and i != sender)
+        if twins:  # a fetch that could not check the batch (a decided entry): _attestable vouches for neither
+            return [Emit("duplicate_commitment", {"step": book.step, "trainers": [*twins, sender], "held": True})]
+        return []
+
     def _on_fetch_failed(self, step: int, sender: int, commitment: bytes, bad: bool, reason: str,
                          now: float) -> list[Action]:  # fmt: skip
         book = self.books.get(step)
         if book is None:
             return []
-        if bad and step in self.decided_seen:  # the majority attested a payload that is not valid here
-            return self._leave(f"the result of trainer {sender} decided for step {step} is invalid: {reason[:100]}")
-        if bad:
-            book.bad.add(sender)
-            book.held.pop(sender, None)
+        if bad:  # invalid for this trainer (a decided list that needs it makes _apply leave)
+            book.bad.add((sender, commitment))
+            if book.held.get(sender) == commitment:
+                del book.held[sender]
             return [Emit("bad_result", {"step": step, "sender": sender, "error": reason[:200]})]
         # not had yet (its holders busy, or not holding it yet): again soon, then less and less often
         tries = book.attempts[commitment] = book.attempts.get(commitment, 0) + 1
@@ -895,7 +913,14 @@ class ClientMachine:
             if results is None:
                 out += self._ask_list(step, decided.root, now)
             else:
-                missing = [(i, c) for i, c in results.entries if self._book(step).held.get(i) != c]
+                book = self._book(step)
+                # An apply needs each decided result's bytes once, whoever's entry brings them: a list that
+                # names one commitment twice (a copy that slipped past its seats) applies it once, everywhere
+                missing: dict[bytes, list[int]] = {}
+                have = set(book.held.values())
+                for i, c in results.entries:
+                    if c not in have:
+                        missing.setdefault(c, []).append(i)
                 if not missing and self._trains_next_on_older_weights(step):
                     return out  # step + 1 trains on the weights before this step: its job goes first
                 if not missing:
@@ -903,10 +928,15 @@ class ClientMachine:
                     for old in sorted(self.applied_lists)[:-CHECKED_STEPS]:
                         del self.applied_lists[old]
                     self.applying = step
-                    out.append(Apply(self.epoch, step, tuple(c for _, c in results.entries)))  # type: ignore[arg-type]
+                    out.append(Apply(self.epoch, step, results.commitments))  # type: ignore[arg-type]
                     return out
                 given = view.rounds[step].assignment if step in view.rounds else {}
-                out += [Fetch(step, i, c, given.get(i), decided=True) for i, c in missing if self._may_fetch(step, i, c, now)]
+                for c, trainers in missing.items():
+                    valid = [i for i in trainers if (i, c) not in book.bad]
+                    if not valid:  # the majority attested a payload that is not valid here
+                        return out + self._leave(f"the result of trainer {trainers[0]} decided for step {step} is invalid")
+                    if self._may_fetch(step, valid[0], c, now):
+                        out.append(Fetch(step, valid[0], c, given.get(valid[0]), decided=True))
             if now - first_seen > Timing.fetch_deadline(view.run.config.max_round_train_time):
                 return out + self._leave(f"the results decided for step {step} could not be had in time")
             return out
@@ -1037,18 +1067,24 @@ class ClientMachine:
             if step <= self.applied:
                 continue
             for sender, result in book.announced.items():
-                if sender in book.held or sender in book.bad or sender in book.equivocated:
+                if sender in book.held or (sender, result.commitment) in book.bad or sender in book.equivocated:
                     continue
                 if view.healthy(sender) and self._may_fetch(step, sender, result.commitment, now):
-                    out.append(Fetch(step, sender, result.commitment, result.batch))
+                    # announced by another trainer too: whichever copied it is not asked first for it
+                    shared = sum(r.commitment == result.commitment for r in book.announced.values()) > 1
+                    out.append(Fetch(step, sender, result.commitment, result.batch, decided=shared))
         return out
 
     def _attestable(self, step: int) -> dict[int, bytes]:
-        """The results of `step` a witness vouches for: held, checked, of trainers given that batch."""
+        """The results of `step` a witness vouches for: held, checked, of trainers given that batch, never one
+        commitment twice (then neither: a list holds each result once, and which trainer is its author
+        cannot be told apart, so no order of arrival decides it)."""
         book = self.books.get(step)
         if book is None:
             return {}
-        return {i: c for i, c in book.held.items() if i not in book.equivocated and i not in book.bad}
+        counts = Counter(book.held.values())
+        return {i: c for i, c in book.held.items()
+                if i not in book.equivocated and (i, c) not in book.bad and counts[c] == 1}  # fmt: skip
 
     def _witness(self, now: float) -> list[Action]:
         """A seat submits its record of the previous step's results: once all expected are in hand, or a
@@ -1072,9 +1108,13 @@ class ClientMachine:
         held = self._attestable(step)
         attested = view.rounds.get(step)
         expected = {i for i in (attested.assignment if attested is not None else {}) if view.healthy(i)}
-        expected -= self.books[step].equivocated if step in self.books else set()
-        results = ResultsList.of(step, {i: c for i, c in held.items() if attested is not None and i in attested.assignment})
         book = self._book(step)
+        # not waited for: an equivocator, a trainer whose one announced result is invalid for it (a copy of
+        # another's, say: it has no other to give without equivocating), one whose result is another's too
+        expected -= book.equivocated
+        expected -= {i for i, r in book.announced.items() if (i, r.commitment) in book.bad}
+        expected -= {i for i in book.held if i not in held}
+        results = ResultsList.of(step, {i: c for i, c in held.items() if attested is not None and i in attested.assignment})
         if book.majority_at is None and 2 * len(expected & set(held)) > len(expected):
             book.majority_at = now
         submitted = self.witnessed.get(current.step)
@@ -1101,7 +1141,7 @@ class ClientMachine:
     def _whereabouts(self, book: StepBook, trainer: int) -> str:
         """What we know of a trainer's result that we do not hold (for witness_short)."""
         result = book.announced.get(trainer)
-        if trainer in book.bad:
+        if any(t == trainer for t, _ in book.bad):
             return "invalid payload"
         if result is None:
             return "not announced"

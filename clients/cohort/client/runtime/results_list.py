@@ -44,6 +44,12 @@ class ResultsList:
         return hashlib.sha256(self.encode()).digest()
 
     @property
+    def commitments(self) -> tuple[bytes, ...]:
+        """The distinct commitments, in entry order: what an apply aggregates (each result once, so a list
+        that names one twice applies the same on every replica instead of failing)."""
+        return tuple(dict.fromkeys(c for _, c in self.entries))
+
+    @property
     def indices(self) -> tuple[int, ...]:
         return tuple(i for i, _ in self.entries)
 
