@@ -129,8 +129,9 @@ class Recorder:
         pass
 
 
-def joiner(fetch) -> tuple[effects.Effects, Recorder, list]:
-    """Effects of a client whose run points at the checkpoint of its current step, fetched by `fetch`."""
+def joiner(fetch, repo: str = "", revision: str = "") -> tuple[effects.Effects, Recorder, list]:
+    """Effects of a client whose run points at the checkpoint of its current step (kept besides peers in
+    `repo` at `revision`, if given), fetched by `fetch`."""
     loaded: list = []
     trainer = SimpleNamespace(load=lambda path, manifest: loaded.append(path), digest=lambda: "d")
     ready = asyncio.get_running_loop().create_future()
@@ -140,7 +141,8 @@ def joiner(fetch) -> tuple[effects.Effects, Recorder, list]:
         return fn(*args)
 
     run_state = SimpleNamespace(config=SimpleNamespace(warmup_time=10), progress=SimpleNamespace(step=5),
-                                model=SimpleNamespace(checkpoint=SimpleNamespace(step=5, weights_sha256=bytes([1]) * 32)))  # fmt: skip
+                                model=SimpleNamespace(checkpoint=SimpleNamespace(step=5, weights_sha256=bytes([1]) * 32, kind="P2P",
+                                                                                 repo=repo, revision=revision)))  # fmt: skip
     events = Recorder()
     client = SimpleNamespace(trainer_ready=ready, latest=run_state, events=events,
                              shelf=SimpleNamespace(fetch=fetch), worker=SimpleNamespace(run=run))  # fmt: skip
@@ -153,7 +155,8 @@ async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_wa
     monkeypatch.setattr(effects, "CHECKPOINT_RETRY", 0.0)
     answers = [CheckpointError("no peer let us in"), OSError("reset"), "/checkpoints/step-5"]
 
-    async def fetch(manifest, providers):
+    async def fetch(manifest, providers, hub=None):
+        assert hub is None  # the record names no Hub copy
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -164,13 +167,39 @@ async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_wa
     assert loaded == ["/checkpoints/step-5"]
     assert [e for e, _ in events.emitted] == ["checkpoint_retry", "checkpoint_retry", "checkpoint_loaded"]
 
-    async def refused(manifest, providers):
+    async def refused(manifest, providers, hub=None):
         raise CheckpointError("not on the allowlist")
 
     fx, events, loaded = joiner(refused)
     ok, reason = await fx._load_checkpoint(epoch=2)
     assert (ok, reason, loaded) == (False, "not on the allowlist", [])
     assert [e for e, _ in events.emitted] == ["checkpoint_retry"] * 5  # half of the 10 s warmup, then it leaves
+
+
+async def test_a_joiner_tries_the_hub_copy_once_the_peers_had_their_time(monkeypatch):
+    """The record names a Hub revision (a checkpointer's --hub-repo): asked with the peers' last try, or at
+    once when no peer is left."""
+    clock = iter(range(10**6))
+    monkeypatch.setattr(effects, "time", SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter))
+    monkeypatch.setattr(effects, "CHECKPOINT_RETRY", 0.0)
+    asked = []
+
+    async def fetch(manifest, providers, hub=None):
+        asked.append(hub)
+        if hub is None:
+            raise CheckpointError("no peer delivered")
+        return "/checkpoints/from-hub"
+
+    fx, events, loaded = joiner(fetch, repo="me/ckpt", revision="abc123")
+    fx.addresses = {1: "a peer"}
+    assert await fx._load_checkpoint(epoch=2) == (True, "")
+    assert loaded == ["/checkpoints/from-hub"] and asked[-1] == ("me/ckpt", "abc123")
+    assert asked[:-1] and set(asked[:-1]) == {None}  # the peers first, for half the warmup
+    assert [e for e, _ in events.emitted][-1] == "checkpoint_loaded"
+
+    asked.clear()
+    fx, _, loaded = joiner(fetch, repo="me/ckpt", revision="abc123")  # no peer of this epoch at all
+    assert await fx._load_checkpoint(epoch=2) == (True, "") and asked == [("me/ckpt", "abc123")]
 
 
 class _Parts:

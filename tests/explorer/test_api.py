@@ -7,7 +7,7 @@ import asyncio
 import time
 from urllib.parse import quote
 
-import httpx
+import httpx2
 from support.scripted_run import start_epoch
 
 from cohort.sdk.explorer import Explorer
@@ -36,7 +36,7 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
     async with (
         Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
                  port=0, core=chain.core) as ex,
-        httpx.AsyncClient(base_url=ex.url, timeout=10) as http,
+        httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
         await caught_up(ex)
         runs = (await http.get("/api/runs")).json()
@@ -99,7 +99,7 @@ async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
     async with (
         Explorer(chain.net.http_url, None, chain.program_id, tmp_path / "x.sqlite", port=0,
                  core=chain.core) as ex,
-        httpx.AsyncClient(base_url=ex.url, timeout=10) as http,
+        httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
         for path in ("/api/runs/no-such-run", "/api/runs/no-such-run/metrics",
                      "/api/runs/no-such-run/clients", "/api/runs/no-such-run/events"):  # fmt: skip

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
+from solders.pubkey import Pubkey
 
 from cohort.sdk.explorer import Explorer
 from cohort.sdk.explorer.indexer import Indexer
@@ -207,7 +208,7 @@ async def test_rpc_down_is_reported_and_the_indexer_catches_up_when_it_returns(c
     async with (
         Explorer(url, None, chain.program_id, tmp_path / "explorer.sqlite", port=0,
                  poll_interval=0.2, max_backoff=1.0, core=chain.core) as ex,
-        httpx.AsyncClient(timeout=10) as http,
+        httpx2.AsyncClient(timeout=10) as http,
     ):  # fmt: skip
         await until(lambda: ex.indexer.status.caught_up, 30, "the backfill")
         indexed = len(ex.store.all_events())
@@ -251,4 +252,31 @@ async def test_paused_and_closed_runs_are_shown_as_such(chain, tmp_path):
     assert not runs["stays"]["closed"]
     detail = api.run(store, indexer.status, "short-lived", chain.net.http_url)
     assert detail["closed"] and "close_run" in detail["transactions"][0]["instructions"]
+    store.close()
+
+
+async def test_a_run_closed_before_the_explorer_started_is_rebuilt_from_its_events(chain, tmp_path):
+    from cohort.sdk.explorer import api
+
+    members = await chain.members()
+    await chain.create_run("gone-early", name="Gone early")
+    await chain.play("gone-early", members)
+    address = str((await chain.client.fetch_run("gone-early")).address)
+    await chain.client.set_paused(chain.authority, "gone-early", True)
+    await chain.client.close_run(chain.authority, "gone-early")
+    assert await chain.rpc.account_data(Pubkey.from_string(address)) is None  # nothing left on chain
+
+    store = Store(tmp_path / "explorer.sqlite")  # an explorer started afterwards: only the history
+    indexer = Indexer(store, chain.rpc, [chain.program_id], core=chain.core)
+    await indexer.catch_up()
+    runs = {r["address"]: r for r in api.runs(store, indexer.status)["runs"]}
+    gone = runs[address]
+    assert gone["run_id"] == "gone-early" and gone["name"] == "Gone early"
+    assert gone["closed"] and gone["halted"] and gone["phase"] == "Closed"
+    assert gone["epoch"] >= 1 and gone["total_steps"] == 2000 and gone["latest_loss"] is not None
+    detail = api.run(store, indexer.status, "gone-early", chain.net.http_url)
+    assert detail["closed"] and detail["state"]["rebuilt_from_events"]
+    assert "close_run" in detail["transactions"][0]["instructions"]
+    assert {c["phase"] for e in detail["timeline"] for c in e["phases"]} >= {"Paused"}
+    assert await indexer.catch_up() == 0 and len(api.runs(store, indexer.status)["runs"]) == len(runs)
     store.close()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-import httpx
+import httpx2
 import pytest
 from aiohttp import web
 from click.testing import CliRunner, Result
@@ -51,7 +51,7 @@ class LocalnetThread:
 
     def rpc(self, method: str, *params: object) -> object:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}
-        reply = httpx.post(self.net.http_url, json=body, timeout=10).json()
+        reply = httpx2.post(self.net.http_url, json=body, timeout=10).json()
         assert "error" not in reply, reply
         return reply["result"]
 

@@ -128,8 +128,19 @@ def test_unreachable_rpc(workspace, helpers, nothing_sent):
 def test_unknown_cluster_and_missing_program_id(workspace, helpers, nothing_sent, tmp_path: Path):
     line = helpers.one_error_line(workspace.cli("run", "list", "--cluster", "moonnet"))
     assert "unknown cluster 'moonnet'" in line and "devnet" in line
-    line = helpers.one_error_line(workspace.cli("run", "list", "--cluster", "devnet"))
-    assert "no coordinator program id for cluster 'devnet'" in line and "cohort deploy" in line
+    # a cluster that answers but where nothing was deployed: the program id is what is missing
+    other = tmp_path / "Anchorfile.toml"
+    other.write_text(f'[provider]\ncluster = "other"\nwallet = "id.json"\n\n'
+                     f'[clusters]\nother = "{workspace.localnet.net.http_url}"\n')  # fmt: skip
+    for command in (("run", "list"), ("train", "--run", "x")):
+        line = helpers.one_error_line(workspace.cli(*command, env={"COHORT_ANCHORFILE": str(other)}))
+        assert "no coordinator program id for cluster 'other'" in line and "cohort deploy" in line
+    # a cluster that does not answer (a mistyped URL): that is the error, before any program id
+    for cluster in ("http://127.0.0.1:9", "http://no-such-host.invalid:8899"):
+        for command in (("run", "list"), ("train", "--run", "x")):
+            line = helpers.one_error_line(workspace.cli(*command, "--cluster", cluster,
+                                                        env={"COHORT_ANCHORFILE": str(other)}))  # fmt: skip
+            assert "cannot reach the RPC at" in line and "program id" not in line, line
 
 
 def test_program_not_deployed_there(workspace, helpers, nothing_sent):

@@ -117,7 +117,7 @@ def test_wallet_files_are_solana_keygen_format(tmp_path: Path, monkeypatch):
     assert len(raw) == 64 and all(0 <= b < 256 for b in raw)
     assert path.stat().st_mode & 0o777 == 0o600
     keypair = Keypair.from_bytes(bytes(raw))
-    assert result.output.split()[-1] == str(keypair.pubkey())
+    assert f"pubkey: {keypair.pubkey()}" in result.output.splitlines()
     address = CliRunner().invoke(cli, ["wallet", "address", "-k", str(path)])
     assert address.output.strip() == str(keypair.pubkey())
     again = CliRunner().invoke(cli, ["wallet", "new", "-k", str(path)])

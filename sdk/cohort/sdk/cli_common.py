@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ from .config import (
     resolve_program_id,
     resolve_wallet,
 )
-from .errors import CohortError
+from .errors import CohortError, ConfigError
 from .wallet import load_keypair
 
 T = TypeVar("T")
@@ -36,12 +36,23 @@ class Settings:
     cluster: Cluster
     wallet_path: Path
     program_id_flag: str | None
+    reachable: bool = field(default=False)  # the RPC answered a probe (program_check.probe_rpc)
 
     def keypair(self) -> Keypair:
         return load_keypair(self.wallet_path)
 
     def program_id(self) -> Pubkey:
-        return resolve_program_id(self.workspace, self.cluster, self.program_id_flag)
+        """The coordinator's id on this cluster. When none is configured, an RPC that does not answer is the
+        error to report first: a mistyped --cluster URL names a cluster nobody deployed to, too."""
+        try:
+            return resolve_program_id(self.workspace, self.cluster, self.program_id_flag)
+        except ConfigError:
+            if not self.reachable:
+                from .program_check import probe_now
+
+                probe_now(self.cluster.urls)  # RpcUnavailable/RpcRefused when the URL is wrong
+                self.reachable = True
+            raise
 
     def rpc(self):
         from .coordinator_core import load_idl
@@ -59,11 +70,12 @@ def chain_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add --cluster/--wallet/--program-id/--anchorfile/--ws-url; the command gets `settings`."""
 
     @click.option("--cluster", "-u", "cluster", envvar="COHORT_CLUSTER", show_envvar=True,
-                  help="localnet, devnet, testnet, mainnet-beta, a name from Anchorfile [clusters], or "
-                       "RPC URL(s), comma-separated for fallbacks. Default: [provider] cluster.")  # fmt: skip
+                  help="localnet, devnet, testnet, mainnet-beta (or the Solana CLI's l, d, t, m), a name from "
+                       "Anchorfile [clusters], or RPC URL(s), comma-separated for fallbacks. Default: [provider] "
+                       "cluster, else the Solana CLI config's json_rpc_url, else localnet.")  # fmt: skip
     @click.option("--wallet", "-k", "wallet", envvar="COHORT_WALLET", show_envvar=True,
-                  help="Keypair file (solana-keygen JSON). Default: [provider] wallet, "
-                       "else ~/.config/solana/id.json.")  # fmt: skip
+                  help="Keypair file (solana-keygen JSON). Default: [provider] wallet, else the Solana CLI "
+                       "config's keypair_path, else ~/.config/solana/id.json.")  # fmt: skip
     @click.option("--program-id", envvar="COHORT_PROGRAM_ID", show_envvar=True,
                   help="Coordinator program id. Default: [programs.<cluster>] coordinator.")  # fmt: skip
     @click.option("--anchorfile", envvar="COHORT_ANCHORFILE", show_envvar=True,

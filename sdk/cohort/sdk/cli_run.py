@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from .run_config import RunFile
 
 T = TypeVar("T")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2))
 
 
 @click.group(name="run")
@@ -26,18 +31,17 @@ def run_group() -> None:
 
 
 async def _with_client(settings: Settings, body: Callable[[Any, Any], Awaitable[T]]) -> T:
-    """Open the RPC, check the coordinator is deployed there, and run `body(client, core)`."""
+    """Open the RPC, check it answers and that the program id holds the coordinator, and run
+    `body(client, core)`."""
     from .coordinator_core import CoordinatorCore
+    from .program_check import check_coordinator, probe_rpc
 
     core = CoordinatorCore()
-    program_id = settings.program_id()
     async with settings.rpc() as rpc:
-        program = await rpc.account_owner_and_data(program_id)
-        if program is None:
-            raise ConfigError(
-                f"no program {program_id} on {settings.cluster.name} ({settings.cluster.url}): "
-                f"run `cohort deploy --cluster {settings.cluster.name}` first"
-            )
+        await probe_rpc(rpc)  # a wrong URL reads "cannot reach", before any program id is looked up
+        settings.reachable = True
+        program_id = settings.program_id()
+        await check_coordinator(rpc, program_id, settings.cluster, rpc.idl)
         return await body(settings.run_client(rpc), core)
 
 
@@ -62,8 +66,9 @@ def example(demo: bool) -> None:
 @click.option(
     "--paused", is_flag=True, help="Leave the run paused (open it later with `run resume`)."
 )
+@_JSON
 @chain_options
-def create(settings: Settings, config: Path, paused: bool) -> None:
+def create(settings: Settings, config: Path, paused: bool, as_json: bool) -> None:
     """Create a run from a CONFIG file (`cohort run example` prints a documented one); the wallet becomes
     its authority."""
     run_file = _load_config(config)  # validated before anything else
@@ -73,9 +78,22 @@ def create(settings: Settings, config: Path, paused: bool) -> None:
         return await client.create_run(authority, run_file, open_run=not paused)
 
     address = run(_with_client(settings, body))
+    if as_json:
+        _echo_json({"run_id": run_file.run_id, "address": str(address), "open": not paused,
+                    "memory": _memory_json(run_file)})  # fmt: skip
+        return
     state = "not open yet: `cohort run resume` opens it" if paused else "open for members"
     click.echo(f"created run {run_file.run_id} at {address} ({state})")
     click.echo(_memory_line(run_file))
+
+
+def _memory_json(run_file: RunFile) -> dict[str, Any] | None:
+    """_memory_line's figures for --json (None when the preset's memory is not known)."""
+    from .presets import training_spec
+    from .sizing import run_estimate
+
+    estimate = run_estimate(training_spec(run_file.metadata, run_file.model), run_file.config)
+    return None if estimate is None else {**estimate.to_json(), "untrainable": estimate.untrainable}
 
 
 def _memory_line(run_file: RunFile) -> str:
@@ -136,8 +154,9 @@ def presets(vocab_size: int, max_seq_len: int, micro_batch_size: int, verificati
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@_JSON
 @chain_options
-def update(settings: Settings, run_ref: str, config: Path) -> None:
+def update(settings: Settings, run_ref: str, config: Path, as_json: bool) -> None:
     """Apply CONFIG to RUN (metadata, config, model, checkpointers). The program only allows it while the
     run is paused; progress (epoch, step) is kept."""
     run_file = _load_config(config)
@@ -147,7 +166,10 @@ def update(settings: Settings, run_ref: str, config: Path) -> None:
         return await client.update_run(authority, run_ref, run_file)
 
     sent = run(_with_client(settings, body))
-    click.echo(f"updated run {run_ref}" if sent else f"run {run_ref} already matches {config}")
+    if as_json:
+        _echo_json({"run": run_ref, "updated": bool(sent)})
+    else:
+        click.echo(f"updated run {run_ref}" if sent else f"run {run_ref} already matches {config}")
 
 
 def _pause_command(paused: bool):
@@ -160,8 +182,9 @@ def _pause_command(paused: bool):
 
     @run_group.command(name=verb, help=doc)
     @click.argument("run_ref", metavar="RUN")
+    @_JSON
     @chain_options
-    def command(settings: Settings, run_ref: str) -> None:
+    def command(settings: Settings, run_ref: str, as_json: bool) -> None:
         authority = settings.keypair()
 
         async def body(client, core):
@@ -169,6 +192,10 @@ def _pause_command(paused: bool):
             return await client.fetch_run(run_ref)
 
         state = run(_with_client(settings, body))
+        if as_json:
+            _echo_json({"run_id": state.run_id, "address": str(state.address), "phase": str(state.state),
+                        "pending_pause": state.pending_pause})  # fmt: skip
+            return
         pending = " (takes effect when the current round ends)" if state.pending_pause else ""
         click.echo(f"run {state.run_id}: {state.state}{pending}")
 
@@ -270,8 +297,9 @@ def watch(
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--recipient", help="Who receives the rent (default: the wallet).")
+@_JSON
 @chain_options
-def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
+def close(settings: Settings, run_ref: str, recipient: str | None, as_json: bool) -> None:
     """Close a halted RUN and refund its rent (pause it first)."""
     from solders.pubkey import Pubkey
 
@@ -285,7 +313,10 @@ def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
         await client.close_run(authority, run_ref, to)
 
     run(_with_client(settings, body))
-    click.echo(f"closed run {run_ref}")
+    if as_json:
+        _echo_json({"run": run_ref, "closed": True, "recipient": str(to or authority.pubkey())})
+    else:
+        click.echo(f"closed run {run_ref}")
 
 
 @run_group.command()
@@ -298,8 +329,10 @@ def close(settings: Settings, run_ref: str, recipient: str | None) -> None:
     "--close", "close_account", is_flag=True,
     help="Revoke by closing the permission's account; its rent goes back to the join authority.",
 )  # fmt: skip
+@_JSON
 @chain_options
-def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool, close_account: bool) -> None:
+def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool, close_account: bool,
+              as_json: bool) -> None:  # fmt: skip
     """Let WALLET join RUN (runs whose join_policy is Authorized); signed by the join authority."""
     join_authority = settings.keypair()
     grantee = _wallet_address(wallet_address)
@@ -313,6 +346,10 @@ def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: boo
         return state
 
     state = run(_with_client(settings, body))
+    if as_json:
+        _echo_json({"run_id": state.run_id, "wallet": str(grantee), "allowed": not (revoke or close_account),
+                    "account_closed": close_account, "join_policy": str(state.config.join_policy)})  # fmt: skip
+        return
     done = "closed the authorization of" if close_account else "revoked" if revoke else "authorized"
     click.echo(f"{done} {grantee} for run {run_ref}")
     if state.config.join_policy == "Open":

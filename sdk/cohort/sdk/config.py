@@ -1,9 +1,12 @@
 """Workspace settings from `Anchorfile.toml` (in the spirit of Anchor.toml), and cluster resolution.
 
 Precedence, highest first: command-line flags, environment variables (`COHORT_CLUSTER`, `COHORT_WALLET`,
-`COHORT_PROGRAM_ID`, `COHORT_ANCHORFILE`, `COHORT_WS_URL`), the Anchorfile, built-in defaults.
-A cluster is a name from `[clusters]` (or a well-known one: localnet, devnet, testnet, mainnet-beta) or an
-RPC URL; several URLs separated by commas (or a TOML list) are tried in order, the later ones as fallbacks.
+`COHORT_PROGRAM_ID`, `COHORT_ANCHORFILE`, `COHORT_WS_URL`), the Anchorfile, the Solana CLI's config file
+(`~/.config/solana/cli/config.yml`: `json_rpc_url`, `websocket_url`, `keypair_path`, as `solana config set`
+writes them), built-in defaults (localnet, ~/.config/solana/id.json).
+A cluster is a name from `[clusters]` (or a well-known one: localnet, devnet, testnet, mainnet-beta, also by
+the Solana CLI's short names: l/localhost, d, t, m/mainnet) or an RPC URL; several URLs separated by commas
+(or a TOML list) are tried in order, the later ones as fallbacks.
 
 `cohort deploy` never rewrites the Anchorfile (it is usually tracked in git): the ids it deploys go to an
 untracked local file, `.cohort/programs.toml` beside the Anchorfile (or `~/.config/cohort/programs.toml`
@@ -34,6 +37,20 @@ WELL_KNOWN_CLUSTERS = {
     "testnet": "https://api.testnet.solana.com",
     "mainnet-beta": "https://api.mainnet-beta.solana.com",
 }
+# the Solana CLI's monikers (`solana -u l|d|t|m`), and `mainnet` for mainnet-beta
+CLUSTER_ALIASES = {
+    "l": "localnet",
+    "localhost": "localnet",
+    "d": "devnet",
+    "t": "testnet",
+    "m": "mainnet-beta",
+    "mainnet": "mainnet-beta",
+}
+# the URLs of the well-known clusters as people write them (localhost for the Solana CLI's own localnet)
+_WELL_KNOWN_URLS = {url: name for name, url in WELL_KNOWN_CLUSTERS.items()} | {
+    "http://localhost:8899": "localnet"
+}
+SOLANA_CLI_CONFIG = Path("~/.config/solana/cli/config.yml")  # where `solana config set` writes
 
 
 @dataclass(frozen=True)
@@ -54,8 +71,8 @@ class Workspace:
     """The parsed Anchorfile (or the defaults when there is none)."""
 
     path: Path | None = None
-    cluster: str = "localnet"
-    wallet: Path = DEFAULT_WALLET
+    cluster: str | None = None  # [provider] cluster; None: not set there
+    wallet: Path | None = None  # [provider] wallet; None: not set there
     clusters: dict[str, tuple[str, ...]] = field(default_factory=dict)
     programs: dict[str, dict[str, str]] = field(default_factory=dict)
     deployed: dict[str, dict[str, str]] = field(default_factory=dict)  # from the deployments file
@@ -141,10 +158,11 @@ def load_workspace(path: str | Path | None = None) -> Workspace:
             name: _urls(value, f"{found} [clusters].{name}")
             for name, value in raw.get("clusters", {}).items()
         }
+        cluster, wallet = provider.get("cluster"), provider.get("wallet")
         workspace = Workspace(
             path=found,
-            cluster=str(provider.get("cluster", "localnet")),
-            wallet=Path(str(provider.get("wallet", DEFAULT_WALLET))),
+            cluster=None if cluster is None else str(cluster),
+            wallet=None if wallet is None else Path(str(wallet)),
             clusters=clusters,
             programs=_programs(raw),
         )
@@ -164,35 +182,102 @@ def ws_url_for(http_url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path, parts.query, ""))
 
 
+@dataclass(frozen=True)
+class SolanaCliConfig:
+    """What cohort reads from the Solana CLI's config file (`solana config set --url/--keypair`)."""
+
+    path: Path
+    json_rpc_url: str | None = None
+    websocket_url: str | None = None
+    keypair_path: Path | None = None
+
+
+def _yaml_scalar(text: str) -> str:
+    """A plain or quoted YAML scalar, as serde_yaml (the Solana CLI) writes them."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text.split(" #", 1)[0].strip()
+
+
+def load_solana_config(path: str | Path | None = None) -> SolanaCliConfig | None:
+    """The Solana CLI's config (default ~/.config/solana/cli/config.yml); None when there is none.
+
+    Only its top-level `key: value` lines matter here, so this reads them without a YAML library."""
+    path = Path(path or SOLANA_CLI_CONFIG).expanduser()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read the Solana CLI config {path}: {e}") from None
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line[0] in " \t#-" or ":" not in line:
+            continue  # indented (address_labels), comments, the document marker
+        key, _, value = line.partition(":")
+        values[key.strip()] = _yaml_scalar(value)
+    url = values.get("json_rpc_url") or None
+    if url is not None:
+        check_url(url, f"{path} json_rpc_url")
+    keypair = values.get("keypair_path")
+    return SolanaCliConfig(path, url, values.get("websocket_url") or None, Path(keypair) if keypair else None)
+
+
+def _cluster_name(urls: tuple[str, ...], workspace: Workspace) -> str:
+    """The name that keys a URL's program ids: its [clusters] name, a well-known cluster's, else the URL."""
+    known = {u: n for n, us in workspace.clusters.items() for u in us}
+    first = urls[0].rstrip("/")
+    return known.get(urls[0]) or known.get(first) or _WELL_KNOWN_URLS.get(first, urls[0])
+
+
 def resolve_cluster(
     workspace: Workspace, cluster: str | None = None, ws_url: str | None = None
 ) -> Cluster:
-    """A cluster name or URL(s) → the URLs to use (None: the workspace's provider cluster)."""
-    wanted = (cluster or os.environ.get("COHORT_CLUSTER") or workspace.cluster).strip()
+    """A cluster name or URL(s) → the URLs to use. None: `COHORT_CLUSTER`, the Anchorfile's [provider]
+    cluster, the Solana CLI config's json_rpc_url, else localnet."""
+    wanted = cluster or os.environ.get("COHORT_CLUSTER") or workspace.cluster
     ws_url = ws_url or os.environ.get("COHORT_WS_URL")
+    if not wanted:
+        solana = load_solana_config()
+        if solana is not None and solana.json_rpc_url:
+            urls = (solana.json_rpc_url,)
+            return Cluster(_cluster_name(urls, workspace), urls,
+                           ws_url or solana.websocket_url or ws_url_for(urls[0]))  # fmt: skip
+        wanted = "localnet"
+    wanted = wanted.strip()
+    if wanted not in workspace.clusters:
+        wanted = CLUSTER_ALIASES.get(wanted, wanted)
     if wanted in workspace.clusters:
         name, urls = wanted, workspace.clusters[wanted]
     elif wanted in WELL_KNOWN_CLUSTERS:
         name, urls = wanted, (WELL_KNOWN_CLUSTERS[wanted],)
     elif "://" in wanted:
         urls = _urls(wanted, "--cluster")
-        known = {u: n for n, us in workspace.clusters.items() for u in us}
-        name = known.get(urls[0], urls[0])
+        name = _cluster_name(urls, workspace)
     else:
         names = sorted(set(workspace.clusters) | set(WELL_KNOWN_CLUSTERS))
         raise ConfigError(
-            f"unknown cluster {wanted!r}: use one of {', '.join(names)} or an RPC URL"
+            f"unknown cluster {wanted!r}: use one of {', '.join(names)} (or l, d, t, m), or an RPC URL"
         )
     return Cluster(name, urls, ws_url or ws_url_for(urls[0]))
 
 
 def resolve_wallet(workspace: Workspace, wallet: str | Path | None = None) -> Path:
-    """Flag, `COHORT_WALLET`, or [provider] wallet (relative to the Anchorfile's folder, as in Anchor)."""
+    """Flag, `COHORT_WALLET`, [provider] wallet (relative to the Anchorfile's folder, as in Anchor), the
+    Solana CLI config's keypair_path, else ~/.config/solana/id.json."""
     given = wallet or os.environ.get("COHORT_WALLET")
     if given:
         return Path(given).expanduser()
-    path = Path(workspace.wallet).expanduser()
-    return path if path.is_absolute() else workspace.root / path
+    if workspace.wallet is not None:
+        path = Path(workspace.wallet).expanduser()
+        return path if path.is_absolute() else workspace.root / path
+    solana = load_solana_config()
+    if solana is not None and solana.keypair_path is not None:
+        return solana.keypair_path.expanduser()
+    return DEFAULT_WALLET.expanduser()
 
 
 def resolve_program_id(

@@ -1,10 +1,13 @@
-"""Wallets: keypair files in the `solana-keygen` format (a JSON array of the 64 secret+public key bytes)."""
+"""Wallets: keypair files in the `solana-keygen` format (a JSON array of the 64 secret+public key bytes), and
+BIP39 seed phrases derived the way `solana-keygen new/recover` derive them: seed = PBKDF2-HMAC-SHA512(phrase,
+"mnemonic" + passphrase, 2048 rounds), the keypair from the seed's first 32 bytes (no derivation path)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from solders.keypair import Keypair
@@ -13,6 +16,42 @@ from .errors import WalletError
 
 DEFAULT_WALLET = Path("~/.config/solana/id.json")  # where the Solana CLI keeps its default keypair
 LAMPORTS_PER_SOL = 1_000_000_000
+WORD_COUNTS = (12, 15, 18, 21, 24)  # what BIP39 (and solana-keygen --word-count) allow
+
+
+def new_seed_phrase(words: int = 12) -> str:
+    """A fresh English BIP39 seed phrase of `words` words."""
+    from mnemonic import Mnemonic
+
+    if words not in WORD_COUNTS:
+        raise WalletError(f"a seed phrase has {', '.join(map(str, WORD_COUNTS))} words, not {words}")
+    return Mnemonic("english").generate(strength=words * 32 // 3)
+
+
+def check_seed_phrase(phrase: str) -> str:
+    """The phrase normalized (lower case, single spaces), or a WalletError that says what is wrong with it."""
+    from mnemonic import Mnemonic
+
+    english = Mnemonic("english")
+    words = phrase.lower().split()
+    if len(words) not in WORD_COUNTS:
+        raise WalletError(f"a seed phrase has {', '.join(map(str, WORD_COUNTS))} words; this one has "
+                          f"{len(words)}")  # fmt: skip
+    known = set(english.wordlist)
+    unknown = [f"{i}:{w!r}" for i, w in enumerate(words, 1) if w not in known]
+    if unknown:
+        raise WalletError(f"not BIP39 English words (position:word): {', '.join(unknown)}")
+    normalized = " ".join(words)
+    if not english.check(normalized):
+        raise WalletError("the seed phrase's checksum does not match: a word is wrong or out of order")
+    return normalized
+
+
+def keypair_from_seed_phrase(phrase: str, passphrase: str = "") -> Keypair:
+    """The keypair solana-keygen recovers from this seed phrase and BIP39 passphrase (checked first)."""
+    # BIP39 (and solana-keygen's bip39 crate) NFKD-normalize the passphrase; solders takes it as given
+    normalized = unicodedata.normalize("NFKD", passphrase)
+    return Keypair.from_seed_phrase_and_passphrase(check_seed_phrase(phrase), normalized)
 
 
 def load_keypair(path: str | Path) -> Keypair:

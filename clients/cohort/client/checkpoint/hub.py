@@ -1,8 +1,8 @@
 """Checkpoints on the Hugging Face hub: download a repo + revision (or use a local directory),
 and upload a checkpointer's directory. Downloads are verified against the manifest hash like P2P.
 
-The hub is not reachable from CI: the local-directory path and the verification are tested, the
-network calls are plain `huggingface_hub` calls.
+`HF_ENDPOINT` (read at each call, passed to huggingface_hub explicitly) names another Hub-compatible server;
+the tests run both directions against a local stand-in (tests/support/hub_standin.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,18 @@ HUB_EXTRAS = frozenset({".gitattributes", "README.md"})
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
 
+def hub_endpoint(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The Hub to talk to: HF_ENDPOINT when set (a mirror, a stand-in), else huggingface_hub's default."""
+    return environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
+
+
 @dataclass(frozen=True)
 class HubUpload:
     """Where a checkpointer uploads: `--hub-repo owner/name`, the token from HF_TOKEN."""
 
     repo: str
     token: str
+    endpoint: str | None = None  # None: huggingface_hub's default
 
     @classmethod
     def from_options(cls, hub_repo: str | None, environ: Mapping[str, str] = os.environ) -> HubUpload | None:
@@ -38,15 +44,21 @@ class HubUpload:
         token = environ.get("HF_TOKEN", "").strip()
         if not token:
             raise CheckpointError(f"--hub-repo {hub_repo} needs a write token in HF_TOKEN")
-        return cls(hub_repo, token)
+        return cls(hub_repo, token, hub_endpoint(environ))
 
     def upload(self, directory: str | Path, *, message: str) -> str:
-        """Upload the checkpoint directory; returns the commit id (the revision joiners ask for)."""
+        """Upload the checkpoint directory; returns the commit id (the revision joiners ask for).
+        huggingface_hub shows a byte progress bar per weights file (stderr) while it uploads; a failure is
+        one CheckpointError."""
         from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError
 
-        api = HfApi(token=self.token)
-        api.create_repo(self.repo, exist_ok=True, private=False)
-        commit = api.upload_folder(repo_id=self.repo, folder_path=str(directory), commit_message=message)
+        api = HfApi(token=self.token, endpoint=self.endpoint)
+        try:
+            api.create_repo(self.repo, exist_ok=True, private=False)
+            commit = api.upload_folder(repo_id=self.repo, folder_path=str(directory), commit_message=message)
+        except (HfHubHTTPError, OSError, ValueError) as e:
+            raise CheckpointError(f"upload to hub {self.repo}: {type(e).__name__}: {e}"[:500]) from None
         return commit.oid
 
 
@@ -74,7 +86,7 @@ def fetch_from_hub(
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        cached = Path(snapshot_download(repo_id=repo, revision=revision, token=token))
+        cached = Path(snapshot_download(repo_id=repo, revision=revision, token=token, endpoint=hub_endpoint()))
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise CheckpointError(f"hub {repo}@{revision or 'main'}: {type(e).__name__}: {e}") from None
     return copy_verified(cached, expected_hash, dest, skip=HUB_EXTRAS)

@@ -23,13 +23,16 @@ def data_group() -> None:
 @click.option("--heldout-fraction", default=0.05, show_default=True, help="Validation split share.")
 @click.option("--shard-tokens", default=1 << 27, show_default=True, help="Tokens per shard file.")
 @click.option("--vocab-size", type=int, help="Refuse a tokenizer whose vocabulary differs (the run's).")
+@click.option("--text-column", default="text", show_default=True,
+              help="The column (or JSON field) holding each row's text, for parquet/arrow/jsonl sources.")
 def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fraction: float,
-                    shard_tokens: int, vocab_size: int | None) -> None:
-    """Tokenize SOURCE (a text file, a directory, or kjv/pydoc) into shards with an index and
-    a manifest hash."""
+                    shard_tokens: int, vocab_size: int | None, text_column: str) -> None:
+    """Tokenize SOURCE into shards with an index and a manifest hash. SOURCE: a text file, a directory
+    of text files, kjv/pydoc, parquet/arrow/jsonl shards (a file or a directory of them: each row's
+    --text-column is a document), or a Hub dataset hf://datasets/OWNER/NAME[@REVISION][/PATH]."""
     from tqdm import tqdm
 
-    from .prepare import documents, prepare
+    from .prepare import prepare, source_size
     from .shards import DataError
     from .tokenizer import check_vocab, load_tokenizer
 
@@ -39,10 +42,10 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
         tokenizer = load_tokenizer(tokenizer_spec)
         if vocab_size is not None:
             check_vocab(tokenizer, vocab_size)
-        total = sum(size for _, size in documents(source))
-        with tqdm(total=total, unit="char", unit_scale=True, desc="tokenizing") as bar:
+        total, unit = source_size(source, text_column)
+        with tqdm(total=total, unit=unit, unit_scale=True, desc="tokenizing") as bar:
             result = prepare(source, tokenizer, out, heldout_fraction=heldout_fraction,
-                             shard_tokens=shard_tokens, progress=bar.update)
+                             shard_tokens=shard_tokens, progress=bar.update, text_column=text_column)
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"{result.n_tokens} tokens in {result.shards} shards at {result.path}")
@@ -54,15 +57,15 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
 @click.option("--vocab-size", required=True, type=int, help="Tokens, end-of-text included.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="tokenizer.json to write.")
 def train_tokenizer_command(source: str, vocab_size: int, out: Path) -> None:
-    """Train a byte-level BPE on SOURCE (a text file, a directory, or kjv/pydoc), offline."""
-    from .prepare import documents, pieces, read_document
+    """Train a byte-level BPE on SOURCE (what `data prepare` reads: text, kjv/pydoc, or shards), offline."""
+    from .prepare import pieces, source_texts
     from .shards import DataError
     from .tokenizer import train_bpe
 
     if out.exists():
         raise click.ClickException(f"{out} exists")
     try:
-        texts = (p for name, _ in documents(source) for p in pieces(read_document(name)))
+        texts = (p for text in source_texts(source) for p in pieces(text))
         tokenizer = train_bpe(texts, vocab_size)
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None

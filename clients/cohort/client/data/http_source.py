@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 
-import httpx
+import httpx2
 import numpy as np
 
 from ..p2p.manifest import MAX_MANIFEST_BYTES, Manifest
@@ -50,7 +50,7 @@ class HttpShards:
         self.attempts = attempts
         self.backoff = backoff
         self.cache_bytes = cache_bytes
-        self._client = httpx.Client(timeout=timeout, follow_redirects=False)
+        self._client = httpx2.Client(timeout=timeout, follow_redirects=False)
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[int, int], bytes] = OrderedDict()
         self._cached = 0
@@ -158,7 +158,7 @@ class HttpShards:
                         last = f"short body ({len(body)} of {byte_range[1]} bytes)"
                         continue
                     return bytes(body)
-            except httpx.HTTPError as e:
+            except httpx2.HTTPError as e:
                 last = f"{type(e).__name__}: {e}"
                 log.info("GET %s failed (attempt %d): %s", url, attempt + 1, last)
         raise DataError(f"{url}: no answer after {self.attempts} attempts ({last})")

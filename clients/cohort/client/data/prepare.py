@@ -1,8 +1,10 @@
 """`cohort data prepare`: tokenize text into shards with an index and a manifest hash.
 
-Input: a text file, a directory (every regular file under it, in name order, each a document) or
-a built-in corpus name ("kjv", "pydoc"). Documents are joined with the tokenizer's end-of-text
-token (a newline for the byte tokenizer). The output appears atomically under `out`.
+Input: a text file, a directory (every regular file under it, in name order, each a document), a
+built-in corpus name ("kjv", "pydoc"), or a `datasets`-style records source (records.py: parquet, arrow
+or jsonl shards, or hf://datasets/OWNER/NAME), each row's text column a document. Documents are joined
+with the tokenizer's end-of-text token (a newline for the byte tokenizer). The output appears atomically
+under `out`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .corpus import CORPORA, load_corpus
+from .records import records_source
 from .shards import (
     DTYPES,
     INDEX_FILE,
@@ -34,7 +37,7 @@ PIECE_CHARS = 1 << 20  # tokenized at a time, cut at line ends
 DEFAULT_SHARD_TOKENS = 1 << 27
 
 Progress = Callable[[int], None]
-"""Called with the number of input characters just consumed."""
+"""Called with the number of input characters (text sources) or shard bytes (records sources) just consumed."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,27 @@ def read_document(name: str) -> str:
         raise DataError(f"{name}: {e.strerror}") from None
 
 
+def source_texts(source: str | Path, text_column: str = "text", progress: Progress | None = None) -> Iterator[str]:
+    """Each document of `source`, in order. A records source reports progress itself (shard bytes); a text
+    source does not (its caller counts characters as it consumes them)."""
+    records = records_source(source, text_column)
+    if records is not None:
+        yield from records.texts(progress)
+        return
+    for name, _ in documents(source):
+        yield read_document(name)
+
+
+def source_size(source: str | Path, text_column: str = "text") -> tuple[int, str]:
+    """The input's size for a progress bar, and its unit: characters of a text source, bytes of shards."""
+    records = records_source(source, text_column)
+    if records is None:
+        return sum(size for _, size in documents(source)), "char"
+    if hasattr(records, "total"):
+        return records.total, "B"
+    return sum(size for _, size in records.listing()), "B"
+
+
 def pieces(text: str) -> Iterator[str]:
     """The text in pieces of about PIECE_CHARS, each ending at a line end where there is one."""
     at = 0
@@ -91,8 +115,10 @@ def prepare(
     heldout_fraction: float = 0.05,
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
     progress: Progress | None = None,
+    text_column: str = "text",
 ) -> PreparedData:
-    """Tokenize `source` into `out` (which must not exist yet)."""
+    """Tokenize `source` into `out` (which must not exist yet); `text_column` names the text of a records
+    source's rows."""
     out = Path(out)
     if out.exists():
         raise DataError(f"{out} exists; choose a new output directory")
@@ -110,16 +136,16 @@ def prepare(
             if tokenizer.eos_id is not None
             else tokenizer.encode("\n")
         )
-        for k, (name, _) in enumerate(documents(source)):
+        counts_chars = records_source(source, text_column) is None
+        for k, text in enumerate(source_texts(source, text_column, None if counts_chars else progress)):
             if k:
                 writer.write(separator)
-            text = read_document(name)
             for piece in pieces(text):
                 ids = tokenizer.encode(piece)
                 if len(ids) and (ids.min() < 0 or ids.max() >= tokenizer.vocab_size):
-                    raise DataError(f"{name}: the tokenizer produced ids outside its vocabulary")
+                    raise DataError(f"{source}: the tokenizer produced ids outside its vocabulary")
                 writer.write(ids)
-                if progress is not None:
+                if progress is not None and counts_chars:
                     progress(len(piece))
         shards = writer.close()
         kind = "tokenizer.json" if isinstance(tokenizer, BpeTokenizer) else "byte"

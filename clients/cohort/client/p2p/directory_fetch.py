@@ -51,15 +51,25 @@ class FetchProgress:
     def fraction(self) -> float:
         return self.bytes_done / self.bytes_total if self.bytes_total else 1.0
 
+    @property
+    def rate(self) -> float:
+        """Bytes per second fetched so far (what was resumed from disk not counted)."""
+        return (self.bytes_done - self.bytes_resumed) / max(time.monotonic() - self.started, 1e-3)
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far; None before any byte arrived."""
+        left = self.bytes_total - self.bytes_done
+        return left / self.rate if left > 0 and self.rate > 0 else (0.0 if left <= 0 else None)
+
     def line(self) -> str:
-        """One human line: done, total, rate, holders."""
-        fetched = self.bytes_done - self.bytes_resumed
-        rate = fetched / max(time.monotonic() - self.started, 1e-3)
+        """One human line: done, total, rate, ETA, holders."""
         resumed = f", {self.bytes_resumed / 2**20:.0f} MiB resumed" if self.bytes_resumed else ""
+        eta = f", ETA {self.eta:.0f} s" if self.eta is not None else ""
         return (
             f"checkpoint {self.manifest_hash.hex()[:12]}: {self.bytes_done / 2**20:.0f}/"
             f"{self.bytes_total / 2**20:.0f} MiB ({self.fraction:.0%}), {self.parts_done}/"
-            f"{self.parts_total} parts, {rate / 2**20:.1f} MiB/s from {len(self.bytes_by_peer)} "
+            f"{self.parts_total} parts, {self.rate / 2**20:.1f} MiB/s{eta} from {len(self.bytes_by_peer)} "
             f"holder(s){resumed}"
         )
 

@@ -72,12 +72,30 @@ LOST_GRACE = 15.0  # seconds a member that lost a rank waits for its client's cl
               envvar="COHORT_NPROC_PER_NODE", show_envvar=True,
               help="Processes of this member on this machine (torch.distributed ranks, the model sharded over "
                    "them: a GPU each with --device cuda); started like torchrun.")  # fmt: skip
+@click.option("--hub-repo", metavar="OWNER/NAME", envvar="COHORT_HUB_REPO", show_envvar=True,
+              help="As one of the run's checkpointers: upload each epoch's checkpoint to this Hugging Face repo "
+                   "(a write token in HF_TOKEN; HF_ENDPOINT for another Hub) and point the run's checkpoint "
+                   "record at the uploaded revision, so joiners can load it when no peer serves it.")  # fmt: skip
+@click.option("--metrics", "metrics_dir", type=click.Path(file_okay=False, path_type=Path), envvar="COHORT_METRICS",
+              show_envvar=True, help="Write training and network metrics as TensorBoard event files here.")  # fmt: skip
+@click.option("--metrics-port", type=click.IntRange(0, 65535), envvar="COHORT_METRICS_PORT", show_envvar=True,
+              help="Serve the same metrics as OpenMetrics text at http://127.0.0.1:PORT/metrics (0: any free "
+                   "port, said in a `metrics_served` event).")  # fmt: skip
 @chain_options
 def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, relays: tuple[str, ...],
           micro_batch_size: int | None, memory_limit: float | None, lean_memory: bool, checkpoint_dir: Path | None,
           logs: str, events: Path | None, threads: int | None, name: str, synthetic: bool, synthetic_seconds: float,
-          slowdown: float, nproc_per_node: int) -> None:  # fmt: skip
+          slowdown: float, nproc_per_node: int, hub_repo: str | None = None, metrics_dir: Path | None = None,
+          metrics_port: int | None = None) -> None:  # fmt: skip
     """Join a run and train in it with this wallet."""
+    if hub_repo is not None:  # a bad repo id or a missing token: one line now, not at the first epoch's end
+        from ..checkpoint.hub import HubUpload
+        from ..checkpoint.layout import CheckpointError
+
+        try:
+            HubUpload.from_options(hub_repo)
+        except CheckpointError as e:
+            raise click.UsageError(str(e)) from None
     try:
         ranks = RankEnv.from_environ()
     except ValueError as e:
@@ -94,7 +112,8 @@ def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, rel
             program_id=str(settings.program_id()), ws_url=settings.cluster.ws_url, device=device, p2p=p2p,
             bind=bind, relays=relays, micro_batch_size=micro_batch_size, memory_limit=memory_limit,
             lean_memory=lean_memory, checkpoint_dir=checkpoint_dir, logs=logs, events=events, threads=threads, name=name,
-            synthetic=synthetic, synthetic_seconds=synthetic_seconds, slowdown=slowdown,
+            synthetic=synthetic, synthetic_seconds=synthetic_seconds, slowdown=slowdown, hub_repo=hub_repo,
+            metrics_dir=metrics_dir, metrics_port=metrics_port,
         )  # fmt: skip
     except ValueError as e:
         raise click.UsageError(str(e)) from None

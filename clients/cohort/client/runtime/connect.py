@@ -26,7 +26,7 @@ from .launch import member_ranks
 from .memory import check_memory, return_freed_memory
 from .options import ClientRefused, ExitCode
 from .peers import encode_endpoint
-from .weights import CheckpointShelf, default_root
+from .weights import CheckpointShelf, default_root, progress_events
 from .worker import ModelWorker
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
     stack.callback(self.exchange.reset)
     root = o.checkpoint_dir or default_root(str(run.address), self.node_key.node_id.hex()[:16])
     self.shelf = CheckpointShelf(root, self.node, self.worker)
+    self.shelf.progress = progress_events(self.events)  # a joiner's fetch: bytes, rate and ETA as events
     self.endpoint = encode_endpoint(self.node.address)
     self.events.emit("p2p_started", node_id=self.node_key.node_id.hex(), endpoint=self.endpoint)
 

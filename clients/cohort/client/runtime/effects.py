@@ -220,12 +220,17 @@ class Effects:
         started = time.perf_counter()
         c.events.status(model=f"fetching checkpoint {checkpoint.weights_sha256.hex()[:12]}…")
         until = time.monotonic() + max(run.config.warmup_time / 2, 5)
+        # the Hub copy a checkpointer pointed the record at: tried when no peer is left to ask, or once
+        # the peers had their time (a record that still names the run's first repo just fails to verify)
+        hub = (checkpoint.repo, checkpoint.revision) if checkpoint.kind in ("Hub", "P2P") and checkpoint.repo else None
         while True:  # at an epoch's start our peers may not have let us in yet (they follow our join)
+            last = hub is not None and (not self.addresses or time.monotonic() > until)
             try:
-                path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values())
+                path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values(),
+                                           hub=hub if last else None)  # fmt: skip
                 break
             except (CheckpointError, OSError) as e:
-                if time.monotonic() > until:
+                if last or (time.monotonic() > until and hub is None):
                     return False, str(e)
                 c.events.emit("checkpoint_retry", epoch=epoch, error=str(e)[:300])
                 await asyncio.sleep(CHECKPOINT_RETRY)
@@ -347,7 +352,7 @@ class Effects:
         trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
         t = c.node.transport.stats  # requests, not bytes, are what a peer's CPU pays for
         c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble,
-                      requests=t.requests_sent + t.requests_served, dials=t.dials)  # fmt: skip
+                      requests=t.requests_sent + t.requests_served, dials=t.dials, peers=len(self.addresses))  # fmt: skip
 
     def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
         self.spawn(self._save(action), "checkpoint")
@@ -360,6 +365,13 @@ class Effects:
         info = await c.shelf.save(trainer.model, run_id=run.run_id, step=action.step, epoch=action.epoch)
         digest = await c.worker.run(trainer.digest)
         c.post(Saved(action.epoch, action.step, info.manifest_hash, digest))
+        if c.options.hub_repo is not None:  # a checkpointer: the Hub too, and the chain's record pointed at it
+            from ..checkpoint import HubUpload
+            from .hub_publish import publish_to_hub
+
+            hub = HubUpload.from_options(c.options.hub_repo)
+            assert hub is not None
+            self.spawn(publish_to_hub(c, hub, info, action.epoch, action.step), "hub_upload")
 
     # -- peers --------------------------------------------------------------------------------------
     def _Fetch(self, action: Fetch) -> None:

@@ -34,6 +34,7 @@ class Events:
         self.name = name
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {}
+        self.sinks: list[Any] = []  # metrics.MetricsSink: each sees every event (--metrics, --metrics-port)
         self._live: Live | None = None
         if logs == "console" and self.console.is_terminal:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
@@ -53,6 +54,8 @@ class Events:
         with self._lock:
             if self._file is not None:
                 self._file.write(line + "\n")
+            for sink in self.sinks:
+                sink.record(event, fields)
             if self.logs == "json":
                 sys.stdout.write(line + "\n")
                 sys.stdout.flush()
@@ -70,6 +73,9 @@ class Events:
         return f"{who}{escape(event)} {escape(text)}"
 
     def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         if self._live is not None:
             self._live.stop()
             self._live = None

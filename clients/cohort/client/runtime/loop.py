@@ -83,6 +83,7 @@ class Client:
     async def run(self) -> ExitCode:
         try:
             async with contextlib.AsyncExitStack() as stack:
+                self._open_metrics()
                 await connect(self, stack)
                 await start_p2p(self, stack)
                 self.machine = ClientMachine(self.core, self.wallet.pubkey())
@@ -100,6 +101,20 @@ class Client:
             return refusal.code
         finally:
             self.events.close()
+
+    def _open_metrics(self) -> None:
+        """--metrics / --metrics-port: sinks that see every event from here on (closed with the events)."""
+        from .metrics import open_sinks
+
+        o = self.options
+        try:
+            sinks = open_sinks(o.metrics_dir, o.metrics_port)
+        except ValueError as e:
+            raise ClientRefused(ExitCode.USAGE, str(e)) from None
+        self.events.sinks += sinks
+        for sink in sinks:
+            if hasattr(sink, "port"):
+                self.events.emit("metrics_served", url=f"http://127.0.0.1:{sink.port}/metrics")
 
     async def _loop(self) -> ExitCode:
         while True:

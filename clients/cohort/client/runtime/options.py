@@ -54,6 +54,9 @@ class ClientOptions:
     synthetic: bool = False  # PROTOCOL TESTS ONLY: no training, payloads of the real size (synthetic.py)
     synthetic_seconds: float = 0.0  # what a synthetic step takes per sequence of its batch
     slowdown: float = 1.0  # BENCHMARKS: every step takes this many times its compute (slowdown.py)
+    hub_repo: str | None = None  # a checkpointer's Hugging Face repo (owner/name) for each epoch's checkpoint
+    metrics_dir: Path | None = None  # TensorBoard event files (metrics.py)
+    metrics_port: int | None = None  # OpenMetrics text on 127.0.0.1:PORT/metrics (0: any free port)
 
     def __post_init__(self) -> None:
         if self.p2p not in ("iroh", "http"):
@@ -73,6 +76,8 @@ class ClientOptions:
             raise ValueError(f"--synthetic-seconds must be in [0, 3600], got {self.synthetic_seconds}")
         if not 1 <= self.slowdown <= 100:
             raise ValueError(f"--slowdown must be in [1, 100], got {self.slowdown}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:
+            raise ValueError(f"--metrics-port must be in [0, 65535], got {self.metrics_port}")
 
     @property
     def bind_host(self) -> str:

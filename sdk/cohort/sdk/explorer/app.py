@@ -19,13 +19,12 @@ from cohort.localnet.config import is_loopback
 
 from ..coordinator_core import CoordinatorCore
 from ..rpc import Rpc
+from . import DEFAULT_PORT
 from .indexer import Indexer
 from .server import ChangeFeed, make_app
 from .store import Store
 
 log = logging.getLogger("cohort.sdk.explorer")
-
-DEFAULT_PORT = 8080
 
 
 class Explorer:

@@ -11,8 +11,7 @@ from solders.pubkey import Pubkey
 
 from ..cli_common import chain_options, run
 from ..errors import ConfigError
-from .app import DEFAULT_PORT, Explorer
-from .store import StoreError
+from . import DEFAULT_PORT
 
 
 @click.command("explorer")
@@ -31,6 +30,9 @@ from .store import StoreError
 def explorer(settings, port: int, host: str, db: Path, extra: tuple[str, ...],
              poll_interval: float) -> None:  # fmt: skip
     """Index runs into SQLite and serve the run explorer (JSON API + live pages)."""
+    from .app import Explorer
+    from .store import StoreError
+
     programs = [settings.program_id()]
     for text in extra:
         try:
@@ -39,7 +41,22 @@ def explorer(settings, port: int, host: str, db: Path, extra: tuple[str, ...],
             raise ConfigError(f"program id {text!r} is not a base58 address") from None
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 
+    async def check_programs() -> None:
+        """Refuse a program id that is not the coordinator (it would index nothing and show no runs); an
+        RPC that is down is the indexer's to report and outlast, so the explorer starts anyway."""
+        from ..errors import RpcRefused, RpcUnavailable
+        from ..program_check import check_coordinator, probe_rpc
+
+        async with settings.rpc() as rpc:
+            try:
+                await probe_rpc(rpc)
+            except (RpcUnavailable, RpcRefused):
+                return
+            for program in programs:
+                await check_coordinator(rpc, program, settings.cluster, rpc.idl)
+
     async def serve() -> None:
+        await check_programs()
         try:
             ex = Explorer(settings.cluster.urls, settings.cluster.ws_url, programs, db, host, port,
                           poll_interval=poll_interval)  # fmt: skip

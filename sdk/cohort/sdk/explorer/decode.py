@@ -9,13 +9,13 @@ another program could log bytes that look like our events, and a failed transact
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
-from ..idl import Idl
+from ..idl import Idl, IdlError
 from ..idl_account import IDL_IX_TAG
 
 LOADER_V3 = "BPFLoaderUpgradeab1e11111111111111111111111"
@@ -26,6 +26,9 @@ _HEX_FIELDS = ("sha256", "root", "participants", "mask", "hash", "manifest", "co
 class DecodedInstruction:
     name: str  # the IDL name, "loader:<what>" for deploys/upgrades of the program, "unknown" otherwise
     run: str | None  # the Run account it names, when it names one
+    # what it says about its run that no event carries (run id, name, total steps), JSON-ready: enough to
+    # show a run the explorer only learns about after it was closed
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,29 @@ def _instructions(
         run = None
         if "run" in names and names.index("run") < len(accounts):
             run = accounts[names.index("run")]
-        out.append(DecodedInstruction(ix["name"], run))
+        facts = _facts(idl, ix, data, dict(zip(names, accounts, strict=False)))
+        out.append(DecodedInstruction(ix["name"], run, facts))
     return out
+
+
+def _facts(idl: Idl, ix: dict[str, Any], data: bytes, accounts: dict[str, str]) -> dict[str, Any]:
+    """The run's id, authority, name and length from the instructions that set them (nothing else)."""
+    if ix["name"] not in ("initialize_run", "update_metadata", "update_config"):
+        return {}
+    try:
+        args, at = {}, 8
+        for arg in ix["args"]:
+            args[arg["name"]], at = idl.decode(arg["type"], data, at)
+    except (IdlError, ValueError, IndexError, KeyError):  # not this IDL's layout: say nothing
+        return {}
+    if ix["name"] == "initialize_run":
+        facts = {"run_id": jsonable(args["run_id"])}
+        return facts | ({"authority": accounts["authority"]} if "authority" in accounts else {})
+    if ix["name"] == "update_metadata":
+        metadata = jsonable(args["metadata"])
+        return {"name": metadata.get("name", ""), "description": metadata.get("description", "")}
+    config = jsonable(args["config"])
+    return {"total_steps": config.get("total_steps"), "config": config}
 
 
 def decode_transaction(

@@ -28,7 +28,7 @@ from ..idl import IdlError
 from ..models import Run
 from ..rpc import Rpc
 from .decode import decode_transaction
-from .snapshot import run_snapshot
+from .snapshot import closed_run_summary, run_snapshot
 from .store import Store
 
 log = logging.getLogger("cohort.sdk.explorer")
@@ -190,7 +190,12 @@ class Indexer:
             if self.store.put_run(str(address), program, run.run_id, snapshot, now):
                 changed.add(str(address))
         gone = self.store.mark_closed(program, present, among=only)
-        return changed | set(gone)
+        rebuilt = set()
+        for address in self.store.runs_known_only_from_events(program, present, among=only):
+            summary = closed_run_summary(address, *self.store.run_history(address))
+            if self.store.put_closed_run(address, program, summary["run_id"], summary, now):
+                rebuilt.add(address)
+        return changed | set(gone) | rebuilt
 
     # -- the loop -------------------------------------------------------------------------------------
     async def run(self) -> None:

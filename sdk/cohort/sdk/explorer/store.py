@@ -74,6 +74,10 @@ CREATE TABLE IF NOT EXISTS runs (
     read_at INTEGER NOT NULL,       -- chain time of that read
     closed INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS run_facts (
+    run TEXT PRIMARY KEY,
+    facts TEXT NOT NULL             -- JSON: what instructions said about the run (run id, name, total steps)
+);
 """
 
 
@@ -179,6 +183,11 @@ class Store:
             return False
         seq = cur.lastrowid
         db.executemany("INSERT OR IGNORE INTO tx_runs VALUES (?, ?)", [(r, seq) for r in tx.runs])
+        for ix in tx.instructions if tx.err is None else ():  # a failed instruction said nothing
+            if ix.run and ix.facts:
+                row = db.execute("SELECT facts FROM run_facts WHERE run = ?", (ix.run,)).fetchone()
+                facts = (json.loads(row[0]) if row else {}) | ix.facts  # stored oldest first: newest wins
+                db.execute("INSERT OR REPLACE INTO run_facts VALUES (?, ?)", (ix.run, json.dumps(facts)))
         for e in tx.events:
             cur = db.execute(
                 "INSERT INTO events (seq, ordinal, program, run, name, slot, block_time, data)"
@@ -228,6 +237,36 @@ class Store:
             gone = [r[0] for r in rows if r[0] not in present and (among is None or r[0] in among)]
             self.db.executemany("UPDATE runs SET closed = 1 WHERE address = ?", [(g,) for g in gone])
         return gone
+
+    def runs_known_only_from_events(
+        self, program: str, present: set[str], among: set[str] | None = None
+    ) -> list[str]:
+        """Runs of `program` the coordinator logged events about that have no state here and are not on
+        chain now (not in `present`): closed before the explorer ever read them."""
+        rows = self.db.execute(
+            "SELECT DISTINCT run FROM events WHERE program = ? AND run IS NOT NULL"
+            " AND run NOT IN (SELECT address FROM runs)",
+            (program,),
+        ).fetchall()
+        return sorted(r[0] for r in rows if r[0] not in present and (among is None or r[0] in among))
+
+    def run_history(self, run: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+        """What is stored about a run: its facts (from instructions) and its events (name, data), oldest
+        first."""
+        row = self.db.execute("SELECT facts FROM run_facts WHERE run = ?", (run,)).fetchone()
+        events = self.db.execute("SELECT name, data FROM events WHERE run = ? ORDER BY id", (run,))
+        return (json.loads(row[0]) if row else {}), [(n, json.loads(d)) for n, d in events]
+
+    def put_closed_run(
+        self, address: str, program: str, run_id: str, summary: dict[str, Any], read_at: int
+    ) -> bool:
+        """Record a run rebuilt from its history as closed (never over a state read from the chain)."""
+        with self._lock:
+            cur = self.db.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, 1)",
+                (address, program, run_id, json.dumps(summary, sort_keys=True), read_at),
+            )
+        return cur.rowcount == 1
 
     # -- reads --------------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
