@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from cohort.client.checkpoint import CheckpointWriter
 from cohort.client.distro import DistroResult, SparseTiles
 from cohort.client.p2p.manifest import Manifest
 from cohort.client.runtime.sharded import ShardedReplica, serve_rank
@@ -57,6 +58,9 @@ def main() -> None:
         decided = [(folder / name).read_bytes() for name in ("ref-1.bin", "other-1.bin")]
         member.apply(1, decided)  # step 3 trains on the weights after step 1's results
         out["applied"], out["checksum"] = member.digest(), member.checksum()
+        # a checkpoint written by rows from both ranks: the files a one-process replica writes of these weights
+        info = member.checkpoint(CheckpointWriter(folder / "member-checkpoints"), run_id="t", step=2, epoch=0).result()
+        out["checkpoint"] = [str(info.path), info.manifest_hex]
         out["eval"] = member.evaluate(4).loss
         train(3)
         # the member checks the other trainer's steps on its shards, from that trainer's committed parts
@@ -80,6 +84,9 @@ def main() -> None:
         out["checks"]["flipped"] = [verdict.passed, verdict.reason, verdict.metrics]
         out["after_checks"] = member.digest()
         train(4)
+        start = json.loads((folder / "start-checkpoint.json").read_text())  # another replica's, of other weights
+        member.load(Path(start["path"]), bytes.fromhex(start["manifest"]))  # every rank reads its rows
+        out["loaded"] = member.digest()
         (folder / "member.json").write_text(json.dumps(out))
         member.close()
     finally:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from cohort.client.checkpoint import CheckpointWriter
 from cohort.client.distro import DistroResult
 from cohort.client.distro.compress import SparseTiles, densify
 from cohort.client.p2p.manifest import Manifest
@@ -57,6 +58,9 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     # `one` trains the member's batches (the reference), `other` its own (and checks the member's steps)
     one, other = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7)
     start = one.digest()
+    writer = CheckpointWriter(tmp_path / "one-checkpoints")
+    first = one.checkpoint(writer, run_id="t", step=0, epoch=0).result()  # the member loads it at the end
+    (tmp_path / "start-checkpoint.json").write_text(json.dumps({"path": str(first.path), "manifest": first.manifest_hex}))
     for replica in (one, other):
         replica.start_epoch(1, cold=False, verified=True)
     ref, checked = {}, {}
@@ -69,6 +73,7 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     for replica in (one, other):
         replica.apply(1, decided)
     applied, checksum, held_out = one.digest(), one.checksum(), one.evaluate(4).loss
+    saved = one.checkpoint(writer, run_id="t", step=2, epoch=0).result()  # what the member writes by rows
     ref[3] = one.train(3, *batch(3))
     checked[3] = other.train(3, *_other(3))
     ref[4] = one.train(4, *batch(4))  # what the member trains after its checks
@@ -110,6 +115,11 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
         assert agree / kept > 0.95, (step, agree / kept)
 
     assert out["applied"] == out["after_checks"] == applied != start  # a check gives the weights back
+    path, manifest = out["checkpoint"]  # written by rows, byte for byte the one-process replica's files
+    assert manifest == saved.manifest_hex, (manifest, saved.manifest_hex)
+    for file in sorted(p.name for p in saved.path.iterdir()):
+        assert (Path(path) / file).read_bytes() == (saved.path / file).read_bytes(), file
+    assert out["loaded"] == start  # a checkpoint read back by rows
     assert out["checksum"] == checksum
     assert abs(out["eval"] - held_out) < 1e-3
 

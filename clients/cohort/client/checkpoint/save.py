@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +41,7 @@ from .tensorfile import write_file
 
 TEMP_PREFIX = ".tmp-save-"  # only the writer's own leftovers are removed (a fetch may share the root)
 DEFAULT_MAX_SHARD_BYTES = 2 << 30
+WEIGHTS_METADATA = {"format": "pt"}  # what transformers expects in a safetensors header
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 Progress = Callable[[int, int], None]
@@ -100,12 +101,17 @@ def snapshot(
     missing = [n for n in names if n not in tensors]
     if missing:
         raise CheckpointError(f"parameters not in the state dict: {missing[:3]}")
+    return Snapshot(checkpoint_config(model), tensors, names, run_id, step, epoch, tokenizer)
+
+
+def checkpoint_config(model: torch.nn.Module) -> PretrainedConfig:
+    """The config.json of a checkpoint of `model`: its own config, its class and its weights' dtype."""
     config = model.config.__class__.from_dict(model.config.to_dict())
     config.architectures = [type(model).__name__]  # what HF tools other than Auto* classes read
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
     if dtype is not None:  # from_pretrained(dtype="auto") then builds the model in the run's dtype
         config.dtype = dtype
-    return Snapshot(config, tensors, names, run_id, step, epoch, tokenizer)
+    return config
 
 
 def checkpoint_name(run_id: str, step: int) -> str:
@@ -125,16 +131,31 @@ def write_checkpoint(
     """Write `snap` as `root/<run>-step<step>` atomically; keep the newest `keep_last`."""
     if keep_last < 1:
         raise ValueError(f"keep_last must be >= 1, got {keep_last}")
+
+    def write(temp: Path) -> str:
+        _write_files(snap, temp, max_shard_bytes, progress)
+        return tensors_digest((n, snap.tensors[n]) for n in snap.parameter_names)
+
+    return write_atomically(root, snap.run_id, snap.step, snap.epoch, write, keep_last=keep_last)
+
+
+def write_atomically(root: str | Path, run_id: str, step: int, epoch: int, write: Callable[[Path], str], *,
+                     keep_last: int = 3) -> CheckpointInfo:  # fmt: skip
+    """`root/<run>-step<step>` as `write` fills a fresh hidden directory (and returns the weights' digest):
+    the cohort file added, everything fsync'd, renamed into place, the newest `keep_last` kept."""
+    if keep_last < 1:
+        raise ValueError(f"keep_last must be >= 1, got {keep_last}")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    final = root / checkpoint_name(snap.run_id, snap.step)
+    final = root / checkpoint_name(run_id, step)
     temp = root / f"{TEMP_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}"
     temp.mkdir()
     try:
-        _write_files(snap, temp, max_shard_bytes, progress)
-        digest = tensors_digest((n, snap.tensors[n]) for n in snap.parameter_names)
-        meta = CheckpointMeta(snap.run_id, snap.step, snap.epoch, digest)
+        digest = write(temp)
+        meta = CheckpointMeta(run_id, step, epoch, digest)
         _write_bytes(temp / COHORT_FILE, meta.encode())
+        for written in temp.iterdir():
+            _fsync(written)
         _fsync(temp)
         identity = manifest_hash(temp)
         _replace_dir(temp, final)
@@ -142,7 +163,7 @@ def write_checkpoint(
         shutil.rmtree(temp, ignore_errors=True)
         raise
     prune(root, keep_last, keep=final)
-    return CheckpointInfo(final, identity, snap.step)
+    return CheckpointInfo(final, identity, step)
 
 
 def save_checkpoint(
@@ -196,18 +217,36 @@ def prune(root: Path, keep_last: int, keep: Path | None = None) -> list[Path]:
     return removed
 
 
-def _write_files(
-    snap: Snapshot, directory: Path, max_shard_bytes: int, progress: Progress | None
-) -> None:
+def weight_files(tensors: Mapping[str, torch.Tensor], max_shard_bytes: int) -> dict[str, dict[str, torch.Tensor]]:
+    """The safetensors files of a checkpoint holding `tensors` (in their order; meta tensors will do): the
+    file name -> its tensors, one `model.safetensors` or Hugging Face shards of at most `max_shard_bytes`."""
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
-    for name, t in snap.tensors.items():
+    for name, t in tensors.items():
         n = t.numel() * t.element_size()
         if shards[-1] and size + n > max_shard_bytes:
             shards.append({})
             size = 0
         shards[-1][name] = t
         size += n
+    if len(shards) == 1:
+        return {SINGLE_SHARD: shards[0]}
+    return {f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors": shard for k, shard in enumerate(shards)}
+
+
+def write_index(directory: Path, files: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
+    """The shards' index (`model.safetensors.index.json`) when the weights span several files."""
+    if len(files) > 1:
+        total = sum(t.numel() * t.element_size() for shard in files.values() for t in shard.values())
+        weight_map = {t: name for name, shard in files.items() for t in shard}
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        _write_bytes(directory / SHARD_INDEX, json.dumps(index, indent=2, sort_keys=True).encode())
+
+
+def _write_files(
+    snap: Snapshot, directory: Path, max_shard_bytes: int, progress: Progress | None
+) -> None:
+    files = weight_files(snap.tensors, max_shard_bytes)
     total, done = snap.total_bytes, 0
 
     def wrote(n: int) -> None:
@@ -216,21 +255,12 @@ def _write_files(
         if progress is not None:
             progress(done, total)
 
-    if len(shards) == 1:
-        names = [SINGLE_SHARD]
-    else:
-        names = [f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors" for k in range(len(shards))]
-    for name, shard in zip(names, shards, strict=True):
-        write_file(directory / name, shard, metadata={"format": "pt"}, progress=wrote)
-    if len(shards) > 1:
-        weight_map = {t: name for name, shard in zip(names, shards, strict=True) for t in shard}
-        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-        _write_bytes(directory / SHARD_INDEX, json.dumps(index, indent=2, sort_keys=True).encode())
+    for name, shard in files.items():
+        write_file(directory / name, shard, metadata=WEIGHTS_METADATA, progress=wrote)
+    write_index(directory, files)
     snap.config.save_pretrained(directory)  # config.json
     if snap.tokenizer is not None:
         snap.tokenizer.save(directory)
-    for written in directory.iterdir():
-        _fsync(written)
 
 
 def _replace_dir(temp: Path, final: Path) -> None:

@@ -362,7 +362,7 @@ class Effects:
         trainer = await c.trainer_ready
         run = c.latest
         assert run is not None
-        info = await c.shelf.save(trainer.model, run_id=run.run_id, step=action.step, epoch=action.epoch)
+        info = await c.shelf.save(trainer, run_id=run.run_id, step=action.step, epoch=action.epoch)
         digest = await c.worker.run(trainer.digest)
         c.post(Saved(action.epoch, action.step, info.manifest_hash, digest))
         if c.options.hub_repo is not None:  # a checkpointer: the Hub too, and the chain's record pointed at it

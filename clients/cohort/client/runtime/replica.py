@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import torch
 
+    from ..checkpoint import CheckpointInfo, CheckpointWriter
     from ..model import EvalResult
     from ..verify import Verdict
 
@@ -60,7 +63,7 @@ class Replica(Protocol):
 
     @property
     def model(self) -> torch.nn.Module:
-        """The module checkpoints are written from (and whose parameters are counted)."""
+        """The module whose parameters are counted (its class and config are the checkpoint's)."""
 
     @property
     def payload_size(self) -> int:
@@ -90,6 +93,11 @@ class Replica(Protocol):
 
     def load(self, path: Path, manifest_hash: bytes) -> None:
         """Load a verified checkpoint (fresh optimizer momentum)."""
+
+    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int,
+                   epoch: int) -> Future[CheckpointInfo]:  # fmt: skip
+        """Write the weights as the run's checkpoint into `writer`'s folder: a copy handed to its thread (the
+        model trains on meanwhile), or, by a replica that holds no whole copy, written in place (blocking)."""
 
     def evaluate(self, max_sequences: int) -> EvalResult: ...
 

@@ -15,8 +15,10 @@ Each rank holds its dim-0 rows of every parameter (FSDP2 gathers them for the fo
 gradients) and runs DisTrO on exactly those rows (distro/shards.py): lookahead, generate and apply never
 gather the model. Rank 0 puts the ranks' tiles together into the member's payload; an apply hands every rank
 the tiles of its rows, and since the apply is exact arithmetic a sharded member's weights are, bit for bit, a
-one-process replica's (tests/client/test_sharded_replica.py). A digest or a checkpoint gathers the whole
-weights on rank 0 (the checkpoint is the one a one-process replica writes: members vote its hash).
+one-process replica's (tests/client/test_sharded_replica.py). No rank ever holds the whole weights: a digest
+is hashed on rank 0 as the ranks send their rows of each parameter a piece at a time, a checkpoint is written
+by rows (checkpoint/rows.py: rank 0 lays out the files a one-process replica writes, byte for byte, since
+members vote its hash; every rank writes its rows into them in place) and read back the same way.
 
 A step's batch is split between the ranks (data parallel inside the member: `torch.tensor_split` order), each
 rank's loss weighted by its share so the reduced gradient is the whole batch's mean. Every rank runs the same
@@ -45,12 +47,14 @@ Not yet: stopping a step midway (an abort is honoured between steps).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -61,12 +65,15 @@ import torch.distributed as dist
 
 from cohort.sdk.presets import TrainingSpec
 
-from ..checkpoint import load_weights
+from ..checkpoint.layout import CheckpointInfo, verify
+from ..checkpoint.rows import Placement, find_entries, lay_out, placements, read_rows, write_rows
+from ..checkpoint.save import checkpoint_config, write_atomically
+from ..checkpoint.writer import CheckpointWriter
 from ..data import BatchId
 from ..distro import DistroOptimizer, DistroResult, SparseTiles, WireCodec, plan_layout
 from ..distro.shards import ShardPlan, assemble, local_results, local_tiles, plan_shard
 from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
-from ..model.digest import bit_sum, checksum_of, tensors_digest
+from ..model.digest import bit_sum, checksum_of
 from ..verify import Verdict
 from ..verify.check import judge_replay, open_check
 from ..verify.sample import (
@@ -140,6 +147,7 @@ class _Rank:
         model = build_model(self.model_config, seed=seed, device=self.device)  # a one-process replica's start
         model.train()
         self.names = [name for name, _ in model.named_parameters()]
+        self.shapes = [tuple(p.shape) for p in model.parameters()]  # whole, before sharding
         config = distro_config(spec.distro)
         whole = plan_layout(((n, p.shape) for n, p in model.named_parameters()), config)
         self.plans: list[ShardPlan] = [plan_shard(whole, r, self.world) for r in range(self.world)]
@@ -383,17 +391,44 @@ class _Rank:
         decided = [self.codec.decode(p) for p in payloads]
         self.optimizer.apply(step, local_results(self.plan, decided))
 
-    def _gathered(self) -> list[torch.Tensor] | None:
-        """The whole model's parameters on rank 0 (None elsewhere): for a digest, not for training."""
-        rows: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object([p.detach().cpu() for p in self.local], rows, dst=0)
-        if rows is None:
-            return None
-        return [torch.cat([r[i] for r in rows]) for i in range(len(self.local))]
-
     def digest(self) -> str | None:
-        full = self._gathered()
-        return None if full is None else tensors_digest(zip(self.names, full, strict=True))
+        """On rank 0, the digest a one-process replica of these weights gives (`tensors_digest`): every
+        parameter's rows hashed in order as the ranks send them, a piece at a time (no rank holds a whole
+        tensor); None on the others."""
+        h = hashlib.sha256() if self.rank == 0 else None
+        for i, (name, shape) in enumerate(zip(self.names, self.shapes, strict=True)):
+            mine = self.local[i].detach().reshape(-1)
+            if h is not None:
+                h.update(f"{name}|{mine.dtype}|{shape}|".encode())
+            for r, plan in enumerate(self.plans):
+                start, end = plan.dim0[i]
+                count = (end - start) * math.prod(shape[1:])
+                for lo in range(0, count, STREAM_VALUES):
+                    hi = min(count, lo + STREAM_VALUES)
+                    if r == self.rank:
+                        piece = mine[lo:hi].cpu().contiguous()
+                        if h is None:
+                            dist.send(piece, dst=0)
+                    elif h is not None:
+                        piece = torch.empty(hi - lo, dtype=mine.dtype)
+                        dist.recv(piece, src=r)
+                    else:
+                        continue
+                    if h is not None:
+                        h.update(memoryview(piece.view(torch.uint8).numpy()))
+        return None if h is None else h.hexdigest()
+
+    def checkpoint_rows(self, directory: Path, places: Sequence[Placement | None], buffers: Mapping[str, Placement]) -> None:
+        """Write this rank's rows of every parameter (`places`, per parameter: where its tensor lies in the
+        checkpoint's files, laid out by rank 0) and, on rank 0, the persistent buffers (whole on every rank);
+        returns once every rank has written."""
+        writes = [(place, self.plan.dim0[i][0], p.detach()) for i, (place, p) in enumerate(zip(places, self.local, strict=True))
+                  if place is not None]  # fmt: skip
+        if self.rank == 0:
+            held = dict(self.model.named_buffers())
+            writes += [(place, 0, held[name].detach()) for name, place in buffers.items()]
+        write_rows(directory, writes)
+        dist.barrier()
 
     def checksum(self) -> int | None:
         sums = torch.tensor([bit_sum(p) for p in self.local], dtype=torch.int64)
@@ -406,13 +441,13 @@ class _Rank:
             for name, p, shape, total in zip(self.names, self.local, shapes, sums.tolist(), strict=True)
         )
 
-    def load(self, path: Path, manifest_hash: bytes) -> None:
-        whole = build_model(self.model_config, seed=0, device="cpu")
-        load_weights(whole, path, manifest_hash)
-        with torch.no_grad():
-            for i, (view, p) in enumerate(zip(self.local, whole.parameters(), strict=True)):
-                view.copy_(self.plan.local_tensor(i, p.detach()))
+    def load(self, path: Path, saved_as: Sequence[str]) -> None:
+        """This rank's rows of every parameter (saved under `saved_as`, per parameter) read from a checkpoint
+        rank 0 verified, straight into place; fresh momentum (a cold start, as a one-process replica's)."""
+        entries = find_entries(path, saved_as)
+        read_rows((*entries[name], self.plan.dim0[i][0], p.data) for i, (name, p) in enumerate(zip(saved_as, self.local, strict=True)))
         self.optimizer.reset_momentum()
+        self._reshard()
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         try:
@@ -561,7 +596,7 @@ class ShardedReplica:
         self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size, self.scratch),
                                       lambda: _Rank(spec, seed, device, micro_batch_size, self.scratch))  # fmt: skip
         self.device = self._rank.device
-        self._view = self._checkpoint_view()
+        self._view = build_model(self._rank.model_config, device="meta")
 
     def _everyone(self, op: str, *args: Any) -> Any:
         """Run `op` on every rank, rank 0's result back (the others run it as `serve_rank` hears it)."""
@@ -569,25 +604,45 @@ class ShardedReplica:
 
     @property
     def model(self) -> torch.nn.Module:
-        """What checkpoints are written from and parameters counted on (see _checkpoint_view)."""
+        """The model's own class and config on the meta device (no memory): what parameters are counted on
+        and a checkpoint's files and config are laid out from (FSDP2 renames the sharded module's class)."""
         return self._view
 
-    def _checkpoint_view(self) -> torch.nn.Module:
-        """The model's own class and config on the meta device (no memory), whose `state_dict` gathers the
-        whole weights from every rank: FSDP2 renames the sharded module's class and its state dict holds
-        shards, and neither would give the checkpoint a one-process replica writes (members vote its hash).
-        The runtime takes the state dict on the model worker, so the gather runs in turn with every op."""
-        view = build_model(self._rank.model_config, device="meta")
-        view.state_dict = self._whole_state_dict  # type: ignore[method-assign]
-        return view
-
-    def _whole_state_dict(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
-        full: list[torch.Tensor] = self._everyone("_gathered")
+    def _checkpoint_tensors(self) -> tuple[dict[str, torch.Tensor], list[str], dict[str, torch.Tensor]]:
+        """What a checkpoint of these weights holds, as a one-process replica's (save.snapshot: its state
+        dict's tensors in order, tied weights once under their first name), on the meta device; the name each
+        parameter is saved under; and the persistent buffers among them."""
         view = self._view
-        by_param = {id(p): t for (_, p), t in zip(view.named_parameters(), full, strict=True)}
-        buffers = dict(self._rank.model.named_buffers())  # FSDP2 shards parameters only
-        entries = type(view).state_dict(view, keep_vars=True).items()  # tied weights: one parameter, two names
-        return {name: by_param[id(t)] if id(t) in by_param else buffers[name].detach().cpu() for name, t in entries}
+        tensors: dict[str, torch.Tensor] = {}
+        named: dict[int, str] = {}
+        for name, t in type(view).state_dict(view, keep_vars=True).items():
+            if id(t) not in named:
+                named[id(t)] = name
+                tensors[name] = t.detach()
+        saved_as = [named[id(p)] for p in view.parameters()]
+        buffers = {name: t for name, t in tensors.items() if name not in set(saved_as)}
+        return tensors, saved_as, buffers
+
+    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+        """Write the weights as the run's checkpoint into `writer`'s folder, blocking (the ranks' weights are
+        not copied anywhere, so training waits): rank 0 lays the files out, every rank writes its rows into
+        them, rank 0 finishes. The files are those a one-process replica writes (members vote its hash)."""
+        tensors, saved_as, buffers = self._checkpoint_tensors()
+        places = placements(tensors, writer.max_shard_bytes)
+        done: Future[CheckpointInfo] = Future()
+
+        def write(temp: Path) -> str:
+            lay_out(temp, tensors, writer.max_shard_bytes)
+            self._everyone("checkpoint_rows", temp, [places[name] for name in saved_as],
+                           {name: places[name] for name in buffers})  # fmt: skip
+            checkpoint_config(self._view).save_pretrained(temp)
+            return self._everyone("digest")
+
+        try:
+            done.set_result(write_atomically(writer.root, run_id, step, epoch, write, keep_last=writer.keep_last))
+        except BaseException as e:
+            done.set_exception(e)
+        return done
 
     @property
     def codec(self) -> WireCodec:
@@ -652,7 +707,9 @@ class ShardedReplica:
         return self._everyone("checksum")
 
     def load(self, path: Path, manifest_hash: bytes) -> None:
-        self._everyone("load", path, manifest_hash)
+        """A verified checkpoint's weights (checked here, on rank 0, once), every rank reading its rows."""
+        verify(path, manifest_hash)
+        self._everyone("load", path, self._checkpoint_tensors()[1])
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         return self._everyone("evaluate", max_sequences)

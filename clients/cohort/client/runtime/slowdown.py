@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING
 from .replica import Aborted, PayloadHeader, Replica, StepOutput
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import torch
 
+    from ..checkpoint import CheckpointInfo, CheckpointWriter
     from ..model import EvalResult
     from ..verify import Verdict
 
@@ -45,6 +48,9 @@ class SlowedReplica:
     @property
     def model(self) -> torch.nn.Module:
         return self.inner.model
+
+    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+        return self.inner.checkpoint(writer, run_id=run_id, step=step, epoch=epoch)
 
     @property
     def payload_size(self) -> int:

@@ -30,6 +30,9 @@ from .replica import Aborted, PayloadHeader, StepOutput
 from .trainer import distro_config, lr_schedule
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ..checkpoint import CheckpointInfo, CheckpointWriter
     from ..verify import Verdict
 
 MAGIC = b"SYN1"
@@ -107,6 +110,9 @@ class SyntheticReplica:
 
     def checksum(self) -> int:
         return weights_checksum(self.model)
+
+    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+        return writer.submit(self.model, run_id=run_id, step=step, epoch=epoch)
 
     def load(self, path: Path, manifest_hash: bytes) -> None:
         load_weights(self.model, path, manifest_hash)

@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import torch
 
 from cohort.sdk.presets import DistroSpec, LrSpec, TrainingSpec
 
-from ..checkpoint import load_weights
+from ..checkpoint import CheckpointInfo, CheckpointWriter, load_weights
 from ..data import BatchId, DataProvider, open_data_location
 from ..distro import (
     Constant,
@@ -305,3 +306,7 @@ class LocalReplica:
         DisTrO's error feedback is never checkpointed, psyche-reference 3.6)."""
         load_weights(self.model, path, manifest_hash)
         self.optimizer.reset_momentum()
+
+    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+        """A copy of the weights, written by `writer`'s thread while training goes on."""
+        return writer.submit(self.model, run_id=run_id, step=step, epoch=epoch)

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import (
     CheckpointInfo,
@@ -24,6 +24,9 @@ from ..checkpoint import (
 )
 from ..p2p import FetchProgress, FetchProgressCallback, P2PNode, PeerAddress
 from .worker import ModelWorker
+
+if TYPE_CHECKING:
+    from .replica import Replica
 
 KEEP_LAST = 2  # epoch-end checkpoints kept on disk
 PROGRESS_EVERY = 2.0  # seconds between a checkpoint fetch's progress events
@@ -62,14 +65,14 @@ class CheckpointShelf:
         self.saved: CheckpointInfo | None = None  # our weights at the last epoch end
         self.progress: FetchProgressCallback | None = None  # a joiner's fetch progress (the client's events)
 
-    async def save(self, model, *, run_id: str, step: int, epoch: int) -> CheckpointInfo:
-        """Write the model as a Hugging Face checkpoint and serve it. The weights are copied on the model
-        worker (after every step asked before, before any asked after); writing, hashing and pruning old
-        ones happen on the writer's own thread."""
+    async def save(self, replica: Replica, *, run_id: str, step: int, epoch: int) -> CheckpointInfo:
+        """Write the replica's weights as a Hugging Face checkpoint and serve it. It starts on the model worker
+        (after every step asked before, before any asked after): a copy of the weights whose writing, hashing
+        and pruning of old ones happen on the writer's own thread, or a sharded member's write in place."""
         if self.writer is None:
             self.writer = CheckpointWriter(self.root, keep_last=KEEP_LAST)
         writer = self.writer
-        future = await self.worker.run(lambda: writer.submit(model, run_id=run_id, step=step, epoch=epoch))
+        future = await self.worker.run(lambda: replica.checkpoint(writer, run_id=run_id, step=step, epoch=epoch))
         info = await asyncio.wrap_future(future)
         self.saved = info
         await self.node.share_directory(info.path)
