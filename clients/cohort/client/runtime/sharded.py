@@ -73,6 +73,7 @@ from ..data import BatchId
 from ..distro import DistroOptimizer, DistroResult, SparseTiles, WireCodec, plan_layout
 from ..distro.shards import ShardPlan, assemble, local_results, local_tiles, plan_shard
 from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
+from ..model.build import empty_model, initial_values
 from ..model.digest import bit_sum, checksum_of
 from ..verify import Verdict
 from ..verify.check import judge_replay, open_check
@@ -144,7 +145,7 @@ class _Rank:
         self.device = torch.device(device)
         self.model_config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size,
                                        max_seq_len=spec.max_seq_len)  # fmt: skip
-        model = build_model(self.model_config, seed=seed, device=self.device)  # a one-process replica's start
+        model = empty_model(self.model_config)  # parameters on the meta device: no rank builds the whole model
         model.train()
         self.names = [name for name, _ in model.named_parameters()]
         self.shapes = [tuple(p.shape) for p in model.parameters()]  # whole, before sharding
@@ -153,6 +154,7 @@ class _Rank:
         self.plans: list[ShardPlan] = [plan_shard(whole, r, self.world) for r in range(self.world)]
         self.plan = self.plans[self.rank]
         _shard_model(model)
+        self._materialize(model, seed)
         self.model = model
         self.sharded = list(model.parameters())
         # this rank's rows, as parameters sharing FSDP's shard storage: what DisTrO updates in place
@@ -171,6 +173,23 @@ class _Rank:
         shutil.rmtree(self.folder, ignore_errors=True)  # a previous run's: nobody replays from them
         self.snapshots = WeightSnapshots(self.folder / "snapshots", KEPT_SNAPSHOTS)  # our rows at a step's start
         self._stash = WeightSnapshots(self.folder / "stash", 1)  # our own rows while a check borrows them
+
+    def _materialize(self, model: torch.nn.Module, seed: int) -> None:
+        """Give the sharded model's parameters their rows of a one-process replica's start (model/build.py:
+        each unit drawn whole on the CPU, this rank's rows kept; memory: one decoder layer) and its buffers
+        back (made on the CPU with the model, emptied by `to_empty`)."""
+        buffers = {name: b.clone() for name, b in model.named_buffers()}
+        model.to_empty(device=self.device)
+        params = list(model.parameters())
+        unsharded = empty_model(self.model_config)  # the same modules, unwrapped (FSDP's cannot be copied)
+        index = {id(p): i for i, p in enumerate(unsharded.parameters())}
+        with torch.no_grad():
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name])
+            for p, values in initial_values(unsharded, seed):
+                i = index[id(p)]
+                start, end = self.plan.dim0[i]
+                params[i].to_local().copy_(values[start:end])
 
     @staticmethod
     def _sum(t: torch.Tensor) -> torch.Tensor:
