@@ -1,5 +1,5 @@
 """Packages of the one PEP 420 namespace `cohort`, spread over three source roots (see ARCHITECTURE.md), and
-the coordinator's built files shipped as package data, so a wheel works without the checkout or a compiler.
+the shipped programs' built files as package data, so a wheel works without the checkout or a compiler.
 """
 
 import shutil
@@ -13,13 +13,30 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOTS = ("sdk", "clients", "localnet")
 # the C -> SBF toolchain lives beside the C programs it builds (stdlib-only Python + C headers)
-TOOLCHAIN = {"cohort.sbf": "contracts/sbf"}
-# what cohort.sdk.artifacts looks for in the installed package: cohort/sdk/artifacts/<name>
-ARTIFACTS = {
-    "idl.json": "contracts/coordinator/idl.json",
-    "coordinator.so": "contracts/target/coordinator.so",
-    "libcoordinator.so": "contracts/target/host/libcoordinator.so",
-}
+TOOLCHAIN = {"cohort.sbf": "contracts/sbf", "cohort.sbf.abi": "contracts/sbf/abi"}
+
+
+def shipped_artifacts() -> dict[str, Path]:
+    """What cohort.sdk.artifacts looks for in the installed package, cohort/sdk/artifacts/<program>/<file>,
+    for every program whose program.toml says `ship = true`: the manifest, the IDL, the SBF program and the
+    host library (when it has one)."""
+    sys.path.insert(0, str(HERE / "contracts"))
+    try:
+        from sbf.manifest import find_manifests  # stdlib-only, run from the source tree
+    finally:
+        sys.path.pop(0)
+    target = HERE / "contracts" / "target"
+    out: dict[str, Path] = {}
+    for m in find_manifests(HERE / "contracts", skip=(target, HERE / "contracts" / "sbf")):
+        if not m.ship:
+            continue
+        out[f"{m.name}/program.toml"] = m.path
+        if m.abi is not None:
+            out[f"{m.name}/idl.json"] = m.abi.idl
+        out[f"{m.name}/{m.name}.so"] = target / f"{m.name}.so"
+        if m.host_sources:
+            out[f"{m.name}/lib{m.name}.so"] = target / "host" / f"lib{m.name}.so"
+    return out
 
 
 class BuildWithArtifacts(build_py):
@@ -30,14 +47,16 @@ class BuildWithArtifacts(build_py):
         super().run()
         if getattr(self, "editable_mode", False):
             return
-        if not all((HERE / source).is_file() for source in ARTIFACTS.values()):
+        artifacts = shipped_artifacts()
+        if not all(source.is_file() for source in artifacts.values()):
             # the toolchain is stdlib-only Python: run it from the source tree (needs clang, at build time only)
             code = "import sys; sys.path.insert(0, 'contracts'); from sbf import build; sys.exit(build.main([]))"
             subprocess.run([sys.executable, "-c", code], cwd=HERE, check=True)
         target = Path(self.build_lib) / "cohort" / "sdk" / "artifacts"
         target.mkdir(parents=True, exist_ok=True)
-        for name, source in ARTIFACTS.items():
-            shutil.copyfile(HERE / source, target / name)
+        for name, source in artifacts.items():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target / name)
 
 
 class PlatformDistribution(Distribution):

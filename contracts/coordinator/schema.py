@@ -8,102 +8,36 @@ encoding (integers little-endian, arrays without length prefix, enums and bools 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-# --------------------------------------------------------------------------------------------------
-# the little type language
-
-
-@dataclass(frozen=True)
-class Prim:
-    name: str  # IDL name
-    c: str
-    size: int
-
-    @property
-    def align(self) -> int:
-        return self.size if self.name != "pubkey" else 1
-
-
-U8 = Prim("u8", "uint8_t", 1)
-U16 = Prim("u16", "uint16_t", 2)
-U32 = Prim("u32", "uint32_t", 4)
-U64 = Prim("u64", "uint64_t", 8)
-I64 = Prim("i64", "int64_t", 8)
-F32 = Prim("f32", "uint32_t", 4)  # IEEE-754 bits: the program stores and validates, never computes
-BOOL = Prim("bool", "uint8_t", 1)
-PUBKEY = Prim("pubkey", "SolPubkey", 32)
-
-
-@dataclass(frozen=True)
-class Array:
-    item: object
-    length: int | str  # a number or the name of a constant
-
-
-@dataclass(frozen=True)
-class Enum:
-    name: str
-    variants: tuple[str, ...]
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    type: object
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Struct:
-    name: str
-    fields: tuple[Field, ...]
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Account:
-    name: str
-    writable: bool = False
-    signer: bool = False
-    address: str | None = None
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Instruction:
-    name: str
-    accounts: tuple[Account, ...]
-    args: Struct | None
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Error:
-    name: str
-    msg: str
-
-
-def F(name: str, type_: object, doc: str = "") -> Field:
-    return Field(name, type_, doc)
-
-
-def S(name: str, *fields: Field, doc: str = "") -> Struct:
-    return Struct(name, tuple(fields), doc)
-
-
-def Bytes(n: int | str) -> Array:
-    return Array(U8, n)
-
+from cohort.sbf.abi.schema import (  # noqa: F401 - the type language, shared by every program's schema
+    BOOL,
+    F32,
+    I64,
+    PUBKEY,
+    U8,
+    U16,
+    U32,
+    U64,
+    Account,
+    Array,
+    Bytes,
+    Enum,
+    Error,
+    F,
+    Field,
+    Instruction,
+    Prim,
+    ProgramAbi,
+    S,
+    Struct,
+)
 
 # --------------------------------------------------------------------------------------------------
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 6,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    "VERSION": 7,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
     # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
-    # 6 = pipeline_depth
+    # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -129,6 +63,9 @@ CONSTANTS: dict[str, int] = {
     "MAX_VERIFIERS": 3,  # verifiers of one check: min(MAX_VERIFIERS, clients_len - 1); a strict majority convicts
     "CHECK_WINDOW": 32,  # revealed round seeds kept (reports of a step are taken while its seed is kept)
     "CHECK_SLOTS": 16,  # failed-check tallies open at once
+    # outcomes of the epoch's last rounds, kept past the round ring (NUM_ROUNDS): a client whose view of the
+    # chain jumps that many rounds (a lagging RPC node, a restarted follower) still finds each step's applied set
+    "DECISION_WINDOW": 8,
 }
 
 SYSTEM_PROGRAM = "11111111111111111111111111111111"
@@ -138,10 +75,12 @@ ED25519_PROGRAM = "Ed25519SigVerify111111111111111111111111111"
 # what a node key signs to prove it belongs to a wallet: this prefix || run address || wallet || the run's
 # join marker (next_active, u64 LE), so a proof is good for one joining window only
 JOIN_PROOF_PREFIX = b"cohort join v2"
-# what a trainer's node key signs for each result it publishes: this prefix || run address || step u32 LE ||
-# batch start u64 LE || batch end u64 LE || commitment (sha256 of the payload). Two such statements for one
-# step with different commitments prove equivocation.
-RESULT_PROOF_PREFIX = b"cohort result v1"
+# what a trainer's node key signs for each result it publishes: this prefix || run address || epoch u32 LE ||
+# step u32 LE || batch start u64 LE || batch end u64 LE || commitment (sha256 of the payload). Two such
+# statements for one epoch and step with different commitments prove equivocation; the epoch (which never
+# repeats: update_config cannot move it back) keeps a step the authority rewound from pairing an honest
+# member's old statement with its new one.
+RESULT_PROOF_PREFIX = b"cohort result v2"
 
 # --------------------------------------------------------------------------------------------------
 # enums (one byte each)
@@ -351,6 +290,14 @@ FailedCheck = S(
                     "tallies of whoever opened the most)"),
     doc="The failure reports of one check until a strict majority of its verifiers convicts the trainer.",
 )
+StepDecision = S(
+    "StepDecision",
+    F("step", U32, "the attested step (its round's step - 1)"),
+    F("outcome", U8, "0 = an empty slot, 1 = decided (root is its applied set), 2 = its round ended undecided"),
+    F("_pad", Bytes(3)),
+    F("root", Bytes(32), "the decided results root (outcome 1)"),
+    doc="What the round that attested `step` decided, kept once the round ended.",
+)
 RoundWitnesses = S(
     "RoundWitnesses",
     F("records", Array(Witness, "MAX_WITNESSES")),
@@ -367,7 +314,9 @@ EpochState = S(
     F("members_nonce", U64, "changes whenever the epoch's client list or a member's state changes"),
     F("first_round", BOOL),
     F("cold_start_epoch", BOOL),
-    F("_pad", Bytes(6)),
+    F("_pad", Bytes(2)),
+    F("epoch", U32, "progress.epoch when this epoch started: the epoch its result statements name"),
+    F("decisions", Array(StepDecision, "DECISION_WINDOW"), "the last rounds' outcomes: step s at s % DECISION_WINDOW"),
 )
 RegistryEntry = S(
     "RegistryEntry",
@@ -508,7 +457,9 @@ WitnessArgs = S(
 )
 HealthCheckArgs = S(
     "HealthCheckArgs",
+    F("step", U32, "the step whose trainers are reported; the records of the round after it (over) decide"),
     F("count", U16),
+    F("_pad", U16),
     F(
         "indices",
         Array(U16, "MAX_HEALTH_CHECKS"),
@@ -529,7 +480,8 @@ ResultStatement = S(
     F("batch_start", U64),
     F("batch_end", U64),
     F("commitment", Bytes(32), "sha256 of the result's payload"),
-    doc="What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || step || this).",
+    doc="What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || epoch || step || "
+    "this).",
 )
 ReportEquivocationArgs = S(
     "ReportEquivocationArgs",
@@ -624,7 +576,8 @@ ARG_TYPES = (InitializeRunArgs, UpdateMetadataArgs, UpdateConfigArgs, UpdateMode
              HealthCheckArgs, CheckpointArgs, VoteWeightsArgs, SettlePointsArgs, ReportEquivocationArgs,
              ReportCheckArgs)  # fmt: skip
 STRUCTS = (Checkpoint, LrSchedule, DistroConfig, ModelConfig, RunConfig, RunMetadata, Progress, Client,
-           Witness, Round, CheckSeed, FailedCheck, RoundWitnesses, EpochState, RegistryEntry, WitnessMetadata,
+           Witness, Round, CheckSeed, FailedCheck, StepDecision, RoundWitnesses, EpochState, RegistryEntry,
+           WitnessMetadata,
            ResultStatement, *ACCOUNT_TYPES, *ARG_TYPES, *EVENTS)  # fmt: skip
 
 # --------------------------------------------------------------------------------------------------
@@ -722,6 +675,14 @@ INSTRUCTIONS = (
          Account("run", doc="must be closed (no longer a Run account)")),
         None,
         "Close a Points account once its run is closed, refunding its rent.",
+    ),
+    Instruction(
+        "close_endpoint",
+        (Account("wallet", writable=True, signer=True, doc="the Endpoint account's wallet; receives the rent"),
+         Account("endpoint", writable=True, doc='PDA ["endpoint", run, wallet]'),
+         Account("run", doc="closed, or a Run that no longer registers the wallet")),
+        None,
+        "Close an Endpoint account once its run is closed or no longer registers the wallet, refunding its rent.",
     ),
     Instruction(
         "close_join_authorization",
@@ -845,3 +806,20 @@ ERRORS = (
 
 def error_code(name: str) -> int:
     return 6000 + [e.name for e in ERRORS].index(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# the program, as the shared codegen (cohort.sbf.codegen) names it in C and in the IDL
+
+PROGRAM = ProgramAbi(
+    name="coordinator",
+    c_prefix="COORD",
+    description="cohort coordinator: run state, phases, randomness and witness proofs",
+    placeholder_address="CohortCoordinator11111111111111111111111111",
+    addresses={
+        "SLOT_HASHES_ID": SLOT_HASHES,
+        "INSTRUCTIONS_SYSVAR_ID": INSTRUCTIONS_SYSVAR,
+        "ED25519_PROGRAM_ID": ED25519_PROGRAM,
+    },
+    byte_constants={"JOIN_PROOF_PREFIX": JOIN_PROOF_PREFIX, "RESULT_PROOF_PREFIX": RESULT_PROOF_PREFIX},
+)

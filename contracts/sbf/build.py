@@ -1,7 +1,7 @@
 """Build every Solana program under contracts/: C → BPF objects (clang) → SBPF v0 .so (our linker), plus a
 host shared library of each program's pure C for unit tests and Python callers (ctypes).
 
-A program is a folder with a `program.toml`:
+A program is a folder with a `program.toml` (its keys: `manifest.py`); e.g.
 
     [program]
     name = "coordinator"          # output: contracts/target/coordinator.so (+ .map)
@@ -23,12 +23,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from . import linker
+from .manifest import ManifestError, ProgramManifest, find_manifests, read_manifest
 
 SBF_DIR = Path(__file__).resolve().parent
 CONTRACTS_DIR = SBF_DIR.parent
@@ -57,6 +57,7 @@ class Program:
     sources: tuple[Path, ...]
     include: tuple[Path, ...]
     host_sources: tuple[Path, ...]
+    manifest: ProgramManifest | None = None  # the rest of its description: schema, shipping, keypair
 
     @property
     def so_path(self) -> Path:
@@ -84,36 +85,25 @@ def _glob(root: Path, patterns: list[str], what: str) -> tuple[Path, ...]:
 def load_program(manifest: Path) -> Program:
     """Read a program.toml; every path in it is relative to its folder."""
     try:
-        config = tomllib.loads(manifest.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise BuildError(f"{manifest}: {e}") from e
-    program = config.get("program")
-    if not isinstance(program, dict) or not isinstance(program.get("name"), str):
-        raise BuildError(f"{manifest}: needs a [program] table with a `name` string")
-    name = program["name"]
-    if not name.replace("_", "").isalnum():
-        raise BuildError(
-            f"{manifest}: program name {name!r} must be letters, digits and underscores"
-        )
-    root = manifest.parent
-    sources = _glob(root, program.get("sources", ["src/**/*.c"]), "sources")
-    include = tuple(root / p for p in program.get("include", []))
-    host_sources = _glob(root, config.get("host", {}).get("sources", []), "host sources")
-    return Program(name, root, sources, include, host_sources)
+        return _program(read_manifest(manifest))
+    except ManifestError as e:
+        raise BuildError(str(e)) from None
+
+
+def _program(described: ProgramManifest) -> Program:
+    root = described.root
+    sources = _glob(root, list(described.sources), "sources")
+    include = tuple(root / p for p in described.include)
+    host_sources = _glob(root, list(described.host_sources), "host sources")
+    return Program(described.name, root, sources, include, host_sources, described)
 
 
 def find_programs(contracts_dir: Path = CONTRACTS_DIR) -> list[Program]:
     """Every program.toml under contracts/ (not in target/ or the toolchain itself)."""
-    manifests = sorted(
-        p for p in contracts_dir.rglob("program.toml")
-        if TARGET_DIR not in p.parents and SBF_DIR not in p.parents
-    )  # fmt: skip
-    programs = [load_program(m) for m in manifests]
-    names = [p.name for p in programs]
-    duplicates = {n for n in names if names.count(n) > 1}
-    if duplicates:
-        raise BuildError(f"two programs share the name(s) {sorted(duplicates)}")
-    return programs
+    try:
+        return [_program(m) for m in find_manifests(contracts_dir, skip=(TARGET_DIR, SBF_DIR))]
+    except ManifestError as e:
+        raise BuildError(str(e)) from None
 
 
 @cache
@@ -224,9 +214,17 @@ def build_host(program: Program, *, force: bool = False) -> bool:
     return True
 
 
-def build_all(names: list[str] | None = None, *, force: bool = False, log=print) -> list[Program]:
-    """Build the named programs (all when None) for SBF and the host; returns the programs built."""
-    programs = find_programs()
+def _shown(path: Path) -> str:
+    root = CONTRACTS_DIR.parent
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def build_all(
+    names: list[str] | None = None, *, force: bool = False, log=print, contracts_dir: Path | None = None
+) -> list[Program]:
+    """Build the named programs (all when None) under `contracts_dir` (default: contracts/) for SBF and the
+    host; returns the programs built."""
+    programs = find_programs(contracts_dir or CONTRACTS_DIR)
     if names:
         unknown = sorted(set(names) - {p.name for p in programs})
         if unknown:
@@ -236,10 +234,10 @@ def build_all(names: list[str] | None = None, *, force: bool = False, log=print)
     for program in programs:
         built = build_sbf(program, force=force)
         size = program.so_path.stat().st_size
-        log(f"{program.name}: {program.so_path.relative_to(CONTRACTS_DIR.parent)} ({size} bytes)"
+        log(f"{program.name}: {_shown(program.so_path)} ({size} bytes)"
             f"{'' if built else ', up to date'}")  # fmt: skip
         if build_host(program, force=force):
-            log(f"{program.name}: {program.host_lib_path.relative_to(CONTRACTS_DIR.parent)} (host)")
+            log(f"{program.name}: {_shown(program.host_lib_path)} (host)")
     return programs
 
 

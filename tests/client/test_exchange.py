@@ -34,6 +34,7 @@ from cohort.sdk.coordinator_core import load_idl
 from cohort.sdk.statements import result_statement
 
 SIZE = 64
+EPOCH = 2  # the epoch result statements name (Run.epoch_number)
 
 
 def payload(step: int, batch: tuple[int, int], size: int = SIZE) -> bytes:
@@ -66,7 +67,8 @@ class Peers:
         self.exchange = Exchange(self.nodes[0], self.keys[0], self.idl, self.run, recorder,  # type: ignore[arg-type]
                                  self.posted.append, check, lambda: SIZE)  # fmt: skip
         members = [SimpleNamespace(index=i, p2p_identity=Pubkey(bytes(k.node_id.key))) for i, k in enumerate(self.keys)]
-        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0), config=SimpleNamespace(max_round_train_time=8))
+        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0), config=SimpleNamespace(max_round_train_time=8),
+                              epoch_number=EPOCH)
         self.exchange.set_view(SimpleNamespace(run=run, newest=None))  # type: ignore[arg-type]
         self.exchange.set_peers({i: a for i, a in enumerate(addresses) if i}, tuple(range(n)), None)
 
@@ -76,7 +78,7 @@ class Peers:
 
     def signed(self, sender: int, step: int, batch: tuple[int, int], data: bytes, by: NodeKey | None = None) -> bytes:
         commitment = hashlib.sha256(data).digest()
-        signature = (by or self.keys[sender]).sign(result_statement(self.idl, self.run, step, batch, commitment))
+        signature = (by or self.keys[sender]).sign(result_statement(self.idl, self.run, EPOCH, step, batch, commitment))
         return Result(step, *batch, commitment, len(data), signature).encode()
 
     async def outcome(self, timeout: float = 10.0):

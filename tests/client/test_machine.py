@@ -38,6 +38,7 @@ from cohort.client.runtime.machine import (
     RunClosed,
     SaveCheckpoint,
     Saved,
+    ServeList,
     StopRequested,
     SubmitWitness,
     Tick,
@@ -53,7 +54,7 @@ from cohort.client.runtime.machine import (
 from cohort.client.runtime.messages import Result
 from cohort.client.runtime.options import ExitCode
 from cohort.client.runtime.results_list import ResultsList
-from cohort.client.runtime.rounds import observe
+from cohort.client.runtime.rounds import observe, unhealthy
 from cohort.sdk.coordinator_core import CoordinatorCore
 
 
@@ -297,6 +298,29 @@ def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
     assert apply.commitments == (commitment(1, 1), commitment(1, 2, salt=9))
 
 
+def test_a_replica_that_is_no_seat_serves_the_decided_list_it_holds(core):
+    """Peers ask every member for a decided list: a replica whose held results make up the decided list
+    (it is no seat, and fetched nothing) serves it, once, and applies it."""
+    probe = Driver(core, clients=5)
+    probe.past_the_first_round()
+    me = next(i for i in range(5) if i not in probe.host.seats())  # no seat in round 2, which decides step 1
+    d = Driver(core, clients=5, me=me)
+    d.start()
+    mine = d.view().rounds[1].assignment[me]
+    d.feed(Trained(0, 1, mine, commitment(1, me), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(1)
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    out = d.feed()
+    assert me not in d.host.seats() and not of(out, SubmitWitness)
+    decided = ResultsList.of(1, held)
+    d.host.decide(decided.root)
+    out = d.feed()
+    assert of(out, ServeList) == [ServeList(decided)] and not of(out, FetchList)
+    assert of(out, Apply) or d.machine.applying is None  # applied now, or after the step the pipeline trains
+    assert not of(d.feed(), ServeList)  # once
+
+
 def test_a_step_its_round_did_not_decide_applies_nothing_everywhere(core):
     d = Driver(core)
     d.past_the_first_round()
@@ -369,23 +393,57 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
     assert withheld in again.results.indices
 
 
-def test_a_result_announced_but_not_yet_fetched_is_waited_for_longer_than_a_silent_one(core):
-    """A slow fetch (a loaded machine, a far link) is not a withheld result: with the signed announcement
-    in hand the seat waits three graces before it leaves the result out."""
+def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the_training_time(core):
+    """A trainer that announces at once and serves just before seats give up (measured: every round lasted
+    about T) is late once its serve time from the announcement is over: the seat leaves it out then,
+    reports it late, and does not wait the silent grace, let alone T."""
     d = seated_driver(core, round_step=3)
+    config = d.host.run().config
+    assignment = d.view().rounds[2].assignment
+    late = next(i for i in assignment if i != d.me)
+    d.feed(PeerResult(late, d.result(2, late)))  # size 100: served in about a second
+    for index in assignment:
+        if index != late:
+            if index != d.me:
+                d.feed(PeerResult(index, d.result(2, index)))
+            d.feed(ResultHeld(2, index, commitment(2, index)))
+    serve = d.machine.timing.serve_time(100)
+    grace = Timing.witness_grace(config.max_round_train_time)
+    assert serve < grace < config.max_round_train_time
+    assert not of(d.feed(TimerFired(), dt=serve - 0.1), SubmitWitness)
+    out = d.feed(TimerFired(), dt=0.2)
+    (submitted,) = of(out, SubmitWitness)
+    assert late not in submitted.results.indices
+    assert [(e.fields["step"], e.fields["trainer"]) for e in emitted(out, "late_result")] == [(2, late)]
+    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{late: "late"}]
+    # reported once: a record replaced later does not report it again
+    d.feed(TxDone("witness", 3, True))
+    assert not emitted(d.feed(TimerFired(), dt=1.5), "late_result")
+
+
+def test_an_announced_result_gets_the_time_its_size_takes_but_no_more_than_the_largest_held(core):
+    """A large honest result is not a withheld one: it is waited for the time its bytes take at the rate every
+    member serves at. A size announced larger than any result of the step we hold buys no more time."""
+    d = seated_driver(core, round_step=3)
+    config = d.host.run().config
     assignment = d.view().rounds[2].assignment
     slow = next(i for i in assignment if i != d.me)
-    d.feed(PeerResult(slow, d.result(2, slow)))
+    size = 256 << 10  # two seconds at the serve rate, over two hops
+    batch = d.view().rounds[2].assignment[slow]
+    d.feed(PeerResult(slow, Result(2, *batch, commitment(2, slow), 64 * size, b"s" * 64)))  # claims 64x
     for index in assignment:
         if index != slow:
+            if index != d.me:
+                b = d.view().rounds[2].assignment[index]
+                d.feed(PeerResult(index, Result(2, *b, commitment(2, index), size, b"s" * 64)))
             d.feed(ResultHeld(2, index, commitment(2, index)))
-    grace = Timing.witness_grace(d.host.run().config.max_round_train_time)
-    assert not of(d.feed(TimerFired(), dt=grace + 0.1), SubmitWitness)
-    assert not of(d.feed(TimerFired(), dt=grace), SubmitWitness)
-    out = d.feed(TimerFired(), dt=grace)
+    serve = d.machine.timing.serve_time(size)
+    cap = Timing.witness_grace(config.max_round_train_time) * Timing.ANNOUNCED_GRACES
+    assert serve < cap
+    assert not of(d.feed(TimerFired(), dt=serve - 0.1), SubmitWitness)
+    out = d.feed(TimerFired(), dt=0.2)
     (submitted,) = of(out, SubmitWitness)
-    assert slow not in submitted.results.indices
-    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{slow: "fetching"}]  # its fetch is in flight
+    assert slow not in submitted.results.indices and emitted(out, "late_result")
 
 
 def test_the_epochs_first_step_is_waited_for_until_the_training_time_is_up(core):
@@ -617,7 +675,7 @@ def test_seats_given_different_valid_twins_converge_once_both_statements_are_kno
     assert attesting.decided and attesting.decided_root == records[first].results.root
 
 
-def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out(core):
+def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out_naming_the_step(core):
     d = seated_driver(core)
     d.feed(Applied(0, 0, 0, 7))
     assignment = d.view().rounds[1].assignment
@@ -638,7 +696,49 @@ def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out(core):
     if read is not None:  # a hot-prefix view: the records are read on request
         records = d.host.run().rounds[1].records
         out = d.feed(RecordsRead(read.step, records))
-    assert of(out, HealthCheck) == [HealthCheck(3, (lazy,))]
+    assert of(out, HealthCheck) == [HealthCheck(1, (lazy,))]  # step 1's trainers, attested by round 2's seats
+    # the report names the step it is about: landing after another round started, it still reads round 2's
+    # records (the round now before the current one saw everyone) and drops the trainer
+    (report,) = of(out, HealthCheck)
+    d.host.decide(b"\x0a" * 32)
+    d.host.start_pending()
+    run = d.host.run()
+    assert run.progress.step == 4
+    args = {"step": report.step, "count": 1, "indices": [lazy] + [0] * 31}
+    assert d.host.do("health_check", run.clients[d.me].signer, args) == 0
+    assert d.host.run().clients[lazy].state == "Dropped"
+
+
+def test_the_health_rule_the_client_applies_is_the_chains_decided_set(core):
+    """Seat b missed trainer t (another root); seat c votes the honest root but leaves t out; seat a holds
+    everything. c's vote is not a's (a root counts with its bitmap): nothing is decided while b's record
+    and c's leave t out; then b fetches t and votes with a. The decision's bitmap holds t, so the client
+    reports nobody, and the chain agrees (it refuses t)."""
+    host = HostRun(core, 5)
+    host.to_warmup()
+    host.warm_up()
+    host.decide(b"\x01" * 32)  # round 1 (attests nothing)
+    host.start_pending()
+    (b, c, a) = list(host.seats())
+    t = next(i for i in range(5) if i not in (a, b, c))
+    without = bytearray(b"\xff" * 32)
+    without[t // 8] &= ~(1 << (t % 8))
+    honest, partial = b"\x0a" * 32, b"\x0b" * 32
+    assert host.witness(b, partial, participants=bytes(without)) == 0
+    assert host.witness(c, honest, participants=bytes(without)) == 0
+    assert host.witness(a, honest) == 0  # not the same vote as c's: no decision yet
+    assert not host.run().seed_pending and host.run().progress.step == 2
+    assert host.witness(b, honest) == 0  # decided: the honest root with every trainer
+    host.start_pending()
+    run = host.run()
+    view = observe(core, run, host.wallets[0])
+    assert view.rounds[2].decided
+    records = run.rounds[1].records
+    assert [r.index for r in records if not r.saw(t)] == [c]
+    assert unhealthy(view, 1, records) == []
+    args = {"step": 1, "count": 1, "indices": [t] + [0] * 31}
+    code = host.do("health_check", run.clients[a].signer, args)
+    assert core.idl.error(code).name == "InvalidHealthCheck"
 
 
 # -- leaving, drift, epoch end ----------------------------------------------------------------------------
@@ -783,6 +883,66 @@ def test_a_missed_run_of_updates_is_caught_up(core):
     assert [a.fields["step"] for a in emitted(out, "applied")] == [1]  # decided empty: applied, nothing to do
     trains = of(out, Train)
     assert trains and trains[0].step >= 2  # steps whose results were already decided are passed over
+
+
+def undecided_round(d: Driver) -> None:
+    """Two seats, two roots: the round's training and witness time run out and it ends undecided."""
+    config = d.host.run().config
+    for k, index in enumerate(list(d.host.seats())[:2]):
+        assert d.host.witness(index, bytes([k + 1]) * 32) == 0
+    d.host.advance(config.max_round_train_time)
+    assert d.host.tick() == 0
+    d.host.advance(config.round_witness_time)
+    assert d.host.tick() == 0
+
+
+def lagged_view(core, rounds: int) -> tuple[Driver, dict[int, bytes]]:
+    """Our step 1 trained, then the chain runs `rounds` more rounds unseen (a lagging RPC node, a follower
+    restart): step 1 decided with our result and another trainer's, step 2 undecided, the rest empty."""
+    d = Driver(core)
+    d.start()
+    d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+    other = next(i for i in d.view().rounds[1].assignment if i != 0)
+    decided = {0: commitment(1, 0), other: commitment(1, other)}
+    d.host.decide(ResultsList.of(0, {}).root)
+    d.host.start_pending()
+    d.host.decide(ResultsList.of(1, decided).root)  # the round of step 2 decides step 1
+    d.host.start_pending()
+    undecided_round(d)  # the round of step 3: step 2 applies nothing
+    while d.host.run().progress.step < 1 + rounds:
+        d.host.decide(ResultsList.of(d.host.run().progress.step - 1, {}).root)
+        d.host.start_pending()
+    assert d.view().newest == 1 + rounds
+    return d, decided
+
+
+@pytest.mark.parametrize("rounds", [5, 9])
+def test_a_view_that_jumps_past_the_round_ring_still_applies_every_decision(core, rounds):
+    """The ring keeps 4 rounds; the chain keeps the outcomes of the last DECISION_WINDOW past it, so a view
+    that jumps up to DECISION_WINDOW + 1 rounds stays and applies exactly what each round decided."""
+    d, decided = lagged_view(core, rounds)
+    assert 1 + 1 not in d.view().rounds  # the round that decided step 1 left the ring
+    root = ResultsList.of(1, decided).root
+    out = d.feed()
+    assert not of(out, LeaveEpoch)
+    (ask,) = of(out, FetchList)
+    assert (ask.step, ask.root) == (1, root)  # ours differs: the decided list is fetched by its root
+    other = max(decided)
+    (fetch,) = of(d.feed(ListHeld(1, root, ResultsList.of(1, decided))), Fetch)
+    assert (fetch.step, fetch.sender, fetch.commitment, fetch.decided) == (1, other, decided[other], True)
+    (apply,) = of(d.feed(ResultHeld(1, other, decided[other])), Apply)
+    assert apply.step == 1 and apply.commitments == tuple(decided[i] for i in sorted(decided))
+    out = d.feed(Applied(0, 1, 2, 7))  # the digest the seats reported
+    applied = [(a.fields["step"], a.fields["decided"]) for a in emitted(out, "applied")]
+    assert applied[:3] == [(1, True), (2, False), (3, True)]  # step 2's round ended undecided: nothing
+    assert not of(out, LeaveEpoch) and d.machine.applied >= rounds - 1
+
+
+def test_a_view_that_jumps_past_the_decision_window_leaves(core):
+    """The bound: a view that jumps further than the chain keeps outcomes cannot tell what to apply."""
+    d, _ = lagged_view(core, 10)
+    out = d.feed()
+    assert [a.reason for a in of(out, LeaveEpoch)] == ["the chain no longer holds the round that decided step 1"]
 
 
 def test_a_due_tick_is_sent_once_per_state(core):

@@ -39,15 +39,16 @@ def test_messages_round_trip_and_anything_else_is_refused():
             decode_message(body)
 
 
-def test_a_result_statement_is_what_the_node_key_signs_and_names_run_step_batch_commitment():
+def test_a_result_statement_is_what_the_node_key_signs_and_names_run_epoch_step_batch_commitment():
     idl, run = load_idl(), Keypair().pubkey()
     key = NodeKey.generate()
-    statement = result_statement(idl, run, 7, (16, 24), b"c" * 32)
+    statement = result_statement(idl, run, 2, 7, (16, 24), b"c" * 32)
     signature = key.sign(statement)
     assert key.node_id.verify(statement, signature)
-    for other in (result_statement(idl, run, 8, (16, 24), b"c" * 32), result_statement(idl, run, 7, (16, 25), b"c" * 32),
-                  result_statement(idl, Keypair().pubkey(), 7, (16, 24), b"c" * 32),
-                  result_statement(idl, run, 7, (16, 24), b"d" * 32)):  # fmt: skip
+    for other in (result_statement(idl, run, 2, 8, (16, 24), b"c" * 32), result_statement(idl, run, 2, 7, (16, 25), b"c" * 32),
+                  result_statement(idl, Keypair().pubkey(), 2, 7, (16, 24), b"c" * 32),
+                  result_statement(idl, run, 2, 7, (16, 24), b"d" * 32),
+                  result_statement(idl, run, 3, 7, (16, 24), b"c" * 32)):  # fmt: skip
         assert not key.node_id.verify(other, signature)
 
 

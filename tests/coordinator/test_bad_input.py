@@ -198,7 +198,7 @@ def sample_args(chain, name: str, signer: Keypair) -> dict | None:
         "join_run": {"p2p_identity": signer.pubkey(), "endpoint": b"", "throughput": 0},
         "warmup_witness": {"index": 0},
         "witness": make_witness(0, 0, 1),
-        "health_check": {"count": 1, "indices": [0] * 32},
+        "health_check": {"step": 1, "count": 1, "indices": [0] * 32},
         "checkpoint": {"checkpoint": make_model()["checkpoint"]},
         "vote_weights": {"index": 0, "step": 1, "manifest": bytes(range(32))},
         "settle_points": {"wallet": signer.pubkey()},
@@ -220,7 +220,7 @@ STATEMENT = {"batch_start": 0, "batch_end": 8, "commitment": bytes(32)}
 INSTRUCTIONS = [
     "initialize_run", "update_metadata", "update_config", "update_model", "set_checkpointers",
     "set_paused", "set_join_authorization", "join_run", "exit_run", "claim_points", "settle_points",
-    "close_points", "close_join_authorization", "tick", "warmup_witness", "witness", "health_check",
+    "close_points", "close_endpoint", "close_join_authorization", "tick", "warmup_witness", "witness", "health_check",
     "checkpoint", "vote_weights", "report_equivocation", "report_check", "close_run",
 ]  # fmt: skip
 
@@ -344,7 +344,10 @@ def test_config_and_model_change_while_running(chain, core, training):
     assert chain.fails("update_model", authority, run, {"model": make_model()}) == "NotHalted"
     chain.advance(CONFIG["cooldown_time"])
     chain.call("tick", members[0], run)
-    chain.call("update_config", authority, run, args)  # Paused: allowed again
+    # Paused: allowed again, only without moving the epoch number back (result statements name it)
+    assert chain.fails("update_config", authority, run, args) == "ProgressInvalid"
+    epoch = chain.state(run)["progress"]["epoch"]
+    chain.call("update_config", authority, run, {**args, "progress": {**PROGRESS, "epoch": epoch}})
 
 
 def test_close_while_running(chain, training):

@@ -191,3 +191,33 @@ def test_the_weights_digest_of_a_majority_is_tracked_on_every_record(chain, core
     assert digest() == (0, 0)
     send(chain, run, members, seats[2], "c", digest=12)
     assert digest() == (12, 2)
+
+
+def test_each_rounds_outcome_outlives_the_round_ring_for_the_decision_window(chain, core):
+    """Every ended round leaves its outcome in EpochState.decisions (step s at s % DECISION_WINDOW): the
+    decided root, or undecided. A client whose view jumped past the NUM_ROUNDS ring reads them there."""
+    window, ring = core.idl.constants["DECISION_WINDOW"], core.idl.constants["NUM_ROUNDS"]
+    run, members, config, seats = epoch(chain, core)
+    first = chain.state(run)["progress"]["step"] - 1  # the step the running round attests
+    for seat, name in zip(seats, ["a", "b", "c"], strict=True):  # this round ends undecided
+        send(chain, run, members, seat, name)
+    chain.advance(config["max_round_train_time"])
+    chain.call("tick", members[0], run)
+    chain.advance(config["round_witness_time"])
+    chain.call("tick", members[0], run)
+    outcomes = {first: None}
+    while len(outcomes) < window:
+        step = chain.state(run)["progress"]["step"]
+        for seat in list(elected(chain, core, run).items())[: core.quorum(config["witness_nodes"])]:
+            send(chain, run, members, seat, f"step {step - 1}")
+        outcomes[step - 1] = root(f"step {step - 1}")
+        chain.next_slot()
+        if chain.state(run)["seed_pending"]:
+            chain.call("tick", members[0], run)
+    state = chain.state(run)
+    newest = state["progress"]["step"]
+    assert newest - 1 - first > ring  # the round ring no longer holds the first rounds
+    kept = {d["step"]: (d["root"] if d["outcome"] == 1 else None) for d in state["epoch"]["decisions"]
+            if d["outcome"] in (1, 2)}  # fmt: skip
+    assert kept == outcomes and kept[first] is None  # the undecided round too
+    assert [d["step"] % window for d in state["epoch"]["decisions"]] == list(range(window))

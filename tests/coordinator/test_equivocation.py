@@ -1,5 +1,5 @@
-"""report_equivocation on chain: a trainer's node key signs "cohort result v1" || run || step || batch ||
-commitment for each result it publishes; two such statements for one step with different commitments,
+"""report_equivocation on chain: a trainer's node key signs "cohort result v2" || run || epoch || step || batch
+|| commitment for each result it publishes; two such statements for one step with different commitments,
 verified by two earlier Ed25519 instructions of the same transaction, convict it (anyone may report):
 ClientState Convicted, its unclaimed points forfeited, ClientConvicted. Anything less proves nothing."""
 
@@ -12,6 +12,7 @@ import pytest
 from solders.instruction import Instruction
 from solders.keypair import Keypair
 from support.coordinator_chain import (
+    elected,
     make_config,
     make_witness,
     open_run,
@@ -52,8 +53,11 @@ def statement(name: str, batch: tuple[int, int] = BATCH) -> dict:
     return {"batch_start": batch[0], "batch_end": batch[1], "commitment": commitment(name)}
 
 
-def signed(chain, key: Keypair, run, step: int, name: str, batch: tuple[int, int] = BATCH) -> Instruction:
-    message = result_statement(chain.idl, run, step, batch, commitment(name))
+def signed(chain, key: Keypair, run, step: int, name: str, batch: tuple[int, int] = BATCH,
+           epoch: int | None = None) -> Instruction:
+    """`key`'s statement of `step`, of the epoch the chain is in unless `epoch` says otherwise."""
+    epoch = chain.state(run)["epoch"]["epoch"] if epoch is None else epoch
+    message = result_statement(chain.idl, run, epoch, step, batch, commitment(name))
     return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
 
 
@@ -151,3 +155,67 @@ def test_offsets_that_point_into_another_instruction_prove_nothing(chain, traini
     ixs.append(report(chain, reporter, run, 0, step, statement("a"), statement("b")))
     assert chain.send_fails(ixs, [reporter], run).name == "EquivocationNotProven"
     assert chain.state(run)["clients"][0]["state"] == "Healthy"
+
+
+def test_a_rewound_step_pairs_no_old_statement_with_a_new_one(chain, core):
+    """The authority pauses the run and rewinds its step: step s is trained again in a later epoch. An
+    honest member's statement of s from before and its new one differ in their epoch, so together they
+    prove nothing; and the epoch number itself cannot be moved back."""
+    authority, run = open_run(chain, CONFIG)
+    members = [chain.wallet() for _ in range(CLIENTS)]
+    keys = [Keypair() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, CONFIG, keys)
+    play_round(chain, core, run, members)
+    state = chain.state(run)
+    step, first_epoch = state["progress"]["step"] - 1, state["epoch"]["epoch"]
+    old = signed(chain, keys[1], run, step, "old")
+    chain.call("set_paused", authority, run, {"paused": True})
+    while chain.state(run)["run_state"] == "RoundTrain":
+        play_round(chain, core, run, members)
+    chain.advance(CONFIG["cooldown_time"])
+    chain.call("tick", members[0], run)
+    state = chain.state(run)
+    assert state["run_state"] == "Paused" and state["progress"]["epoch"] == first_epoch + 1
+    rewound = {**state["progress"], "step": state["epoch"]["start_step"]}
+    back = {"config": CONFIG, "progress": {**rewound, "epoch": first_epoch}}
+    assert chain.fails("update_config", authority, run, back) == "ProgressInvalid"
+    chain.call("update_config", authority, run, {"config": CONFIG, "progress": rewound})
+    chain.call("set_paused", authority, run, {"paused": False})
+    start_epoch(chain, run, members, CONFIG, keys)
+    play_round(chain, core, run, members)
+    state = chain.state(run)
+    assert state["progress"]["step"] - 1 == step and state["epoch"]["epoch"] == first_epoch + 1
+    new = signed(chain, keys[1], run, step, "new")
+    reporter = chain.wallet()
+    ixs = [old, new, report(chain, reporter, run, 1, step, statement("old"), statement("new"))]
+    assert chain.send_fails(ixs, [reporter], run).name == "EquivocationNotProven"
+    assert chain.state(run)["clients"][1]["state"] == "Healthy"
+    # two statements of this epoch's step s still convict
+    twin = signed(chain, keys[1], run, step, "twin")
+    chain.send([new, twin, report(chain, reporter, run, 1, step, statement("new"), statement("twin"))], [reporter])
+    assert chain.state(run)["clients"][1]["state"] == "Convicted"
+
+
+def test_a_seat_convicted_mid_round_leaves_its_seat_empty(chain, core, training):
+    """A seat votes, then is convicted: its record counts for nothing (one more seat with its root does not
+    decide), nobody takes its seat, and the two other seats decide alone."""
+    run, members, keys = training
+    state = chain.state(run)
+    now, step = state["progress"]["step"], state["progress"]["step"] - 1
+    seats = list(elected(chain, core, run).items())
+    (liar, liar_seat), (second, second_seat), (third, third_seat) = seats
+    root = b"\x0c" * 32
+    chain.call("witness", members[liar], run, make_witness(liar, liar_seat, now, root=root))
+    reporter = chain.wallet()
+    chain.send([signed(chain, keys[liar], run, step, "a"), signed(chain, keys[liar], run, step, "b"),
+                report(chain, reporter, run, liar, step, statement("a"), statement("b"))], [reporter])  # fmt: skip
+    assert elected(chain, core, run) == dict(seats)  # fixed for the round: the seat is empty, not passed on
+    chain.call("witness", members[second], run, make_witness(second, second_seat, now, root=root))
+    round_ = chain.state(run)["epoch"]["rounds"][chain.state(run)["epoch"]["rounds_head"]]
+    assert not round_["decided"] and round_["witnesses_len"] == 2
+    chain.call("witness", members[third], run, make_witness(third, third_seat, now, root=root))
+    state = chain.state(run)
+    decided = state["epoch"]["rounds"][(state["epoch"]["rounds_head"] - 1) % 4]
+    if state["seed_pending"]:
+        decided = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
+    assert decided["decided"] and decided["decided_votes"] == 2

@@ -98,5 +98,7 @@ def test_non_canonical_checkpoint_and_health_check_arguments_are_refused(chain, 
     play_round(chain, core, run, members)
     play_round(chain, core, run, members)
     # one listed index, a stray non-zero index in the unused part
-    args = {"count": 1, "indices": [1] + [0] * 30 + [3]}
+    step = chain.state(run)["progress"]["step"] - 2
+    args = {"step": step, "count": 1, "indices": [1] + [0] * 30 + [3]}
     assert chain.fails("health_check", members[0], run, args) == "NonCanonical"
+    assert chain.fails("health_check", members[0], run, {**args, "indices": [1] + [0] * 31, "_pad": 1}) == "NonCanonical"

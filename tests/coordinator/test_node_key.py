@@ -180,6 +180,45 @@ def test_the_endpoint_goes_to_the_wallets_endpoint_account_and_must_be_canonical
     assert chain.svm.get_balance(wallet.pubkey()) == balance + rent  # the harness payer pays the fees
 
 
+def test_exit_run_closes_only_the_wallets_own_endpoint(chain):
+    """An empty account passed as the Endpoint must be at the wallet's Endpoint address: otherwise exit_run
+    would leave the real one (and its rent, and its stale address for peers) behind."""
+    _, run = open_run(chain, make_config(3))
+    wallet = chain.wallet()
+    chain.join(wallet, run, Keypair(), endpoint=b"10.0.0.1:4433")
+    for empty in (Keypair().pubkey(), chain.endpoint_address(run, chain.wallet().pubkey())):
+        assert chain.fails("exit_run", wallet, run, endpoint=empty) == "WrongPda"
+    assert endpoint_of(chain, run, wallet) is not None
+    chain.call("exit_run", wallet, run)
+    assert endpoint_of(chain, run, wallet) is None
+
+
+def test_endpoints_are_closed_by_their_wallets_after_the_run(chain):
+    """close_run leaves every member's Endpoint behind: its wallet closes it (rent back) once the run is
+    closed, or once the run no longer registers the wallet; nobody else can, and not while registered."""
+    authority, run = open_run(chain, make_config(3))
+    wallets = [chain.wallet() for _ in range(2)]
+    for wallet in wallets:
+        chain.join(wallet, run, Keypair(), endpoint=b"10.0.0.1:4433")
+    own = chain.endpoint_address(run, wallets[0].pubkey())
+    assert chain.fails("close_endpoint", wallets[0], run) == "RunStillOpen"  # exit_run is the way out
+    chain.call("set_paused", authority, run, {"paused": True})
+    close = {"run_index": chain.run_index_address(b"test-run"), "recipient": authority.pubkey()}
+    chain.call("close_run", authority, run, **close)
+    assert chain.account_bytes(run) is None
+    stranger = chain.wallet()
+    ix = chain.call_ix("close_endpoint", stranger, run, endpoint=own)
+    assert chain.send_fails([ix], [stranger], own).name == "WrongPda"
+    for wallet in wallets:
+        address = chain.endpoint_address(run, wallet.pubkey())
+        rent, balance = chain.svm.get_balance(address), chain.svm.get_balance(wallet.pubkey())
+        assert rent > 0
+        chain.call("close_endpoint", wallet, run)
+        assert chain.account_bytes(address) is None
+        assert chain.svm.get_balance(wallet.pubkey()) == balance + rent
+    assert chain.fails("close_endpoint", wallets[0], run) == "WrongAccountOwner"  # nothing left to close
+
+
 def test_the_sdk_refuses_an_endpoint_that_does_not_fit():
     assert encode_endpoint("127.0.0.1:1", 16) == b"127.0.0.1:1" + bytes(5)
     for bad, why in (("x" * 17, "at most 16"), ("é", "printable ASCII"), ("a\nb", "printable ASCII")):

@@ -117,7 +117,7 @@ class Generator:
         if roll < 0.83 and members:
             k = rng.randrange(1, 3)
             indices = [rng.randrange(len(members)) for _ in range(k)]
-            args = {"count": k, "indices": indices + [0] * (32 - k)}
+            args = {"step": max(0, step - rng.choice([2, 2, 2, 1, 3, 4])), "count": k, "indices": indices + [0] * (32 - k)}
             return Op(
                 "health_check", self._member_wallet(members, rng.randrange(len(members)), rng), args
             )
@@ -313,7 +313,8 @@ def chain_apply(chain: Chain, run: Pubkey, op: Op, signer: Keypair, twin: Twin):
         key = twin.node_keys[a["key"]]
 
         def proof(statement: dict) -> Instruction:
-            message = result_statement(chain.idl, run, a["step"], (statement["batch_start"], statement["batch_end"]),
+            epoch = chain.state(run)["epoch"]["epoch"]
+            message = result_statement(chain.idl, run, epoch, a["step"], (statement["batch_start"], statement["batch_end"]),
                                        statement["commitment"])  # fmt: skip
             return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
 
@@ -356,12 +357,18 @@ def check_invariants(state: dict, previous: dict | None) -> None:
         assert round_["witnesses_len"] <= config["witness_nodes"], "more records than seats"
         witnessed = int.from_bytes(round_["witnessed_mask"], "little")
         assert witnessed == sum(1 << i for i in indices), "witnessed_mask is not the records' indices"
-        if round_["decided"]:  # the deciding majority, and nothing changed the records since
-            behind = sum(w["results_root"] == round_["decided_root"] for w in records)
-            assert behind == round_["decided_votes"] >= quorum
-        if round_["digest_votes"]:
+        convicted = {i for i, c in enumerate(state["clients"]) if c["state"] == "Convicted"}
+        if round_["decided"]:  # the deciding majority (a root with one bitmap), and no record changed since
+            votes = [(w["results_root"], w["participants"]) for w in records]
+            behind = max(votes.count(v) for v in votes if v[0] == round_["decided_root"])
+            counted = max(sum(v == u and w["index"] not in convicted for u, w in zip(votes, records, strict=True))
+                          for v in votes if v[0] == round_["decided_root"])  # fmt: skip
+            assert behind >= round_["decided_votes"] >= quorum and counted <= round_["decided_votes"]
+        if round_["digest_votes"]:  # a convicted member's record counts for nothing
             behind = sum(w["weights_digest"] == round_["weights_digest"] for w in records)
-            assert behind == round_["digest_votes"] >= quorum
+            counted = sum(w["weights_digest"] == round_["weights_digest"] and w["index"] not in convicted
+                          for w in records)  # fmt: skip
+            assert behind >= round_["digest_votes"] >= quorum and counted <= round_["digest_votes"]
     for c in members:
         if c["state"] != "Healthy":
             assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256

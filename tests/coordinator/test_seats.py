@@ -1,8 +1,8 @@
 """Witness seats on chain. The round's witness order is a Fisher-Yates shuffle (Psyche's LCG) of its
 trainers keyed by sha256(seed_le || "witness"); the seats are the first witness_nodes positions, in order,
-whose client is healthy (and no persistent dissenter) or already witnessed this round. A seat passes down
-the order only when its holder is lost before it reported, never to whoever comes first, and an exit that
-frees no seat opens none. A witness whose root lost DISSENT_LIMIT decisions gets no more seats."""
+whose client was healthy when the round started (and is no persistent dissenter). The seats are fixed for
+the round: a holder lost during it (exited, dropped, convicted) leaves its seat empty, nobody takes it, and
+an exit opens no seat. A witness whose root lost DISSENT_LIMIT decisions gets no more seats."""
 
 from __future__ import annotations
 
@@ -87,21 +87,24 @@ def test_an_unseated_client_never_witnesses_first_come(chain, core):
     assert current_round(chain.state(run))["decided"]
 
 
-def test_a_seated_witness_that_exits_hands_its_seat_down(chain, core):
-    """Its seat goes to the next position of the order (the first stand-in), not to whoever asks."""
+def test_a_seated_witness_that_exits_leaves_its_seat_empty(chain, core):
+    """Nobody takes its seat (not the next position of the order, nor whoever asks); the other two seats
+    still decide."""
     run, members = epoch(chain)
     order = order_now(chain, run)
     chain.call("exit_run", members[order[0]], run)
-    assert elected(chain, core, run) == {order[1]: 1, order[2]: 2, order[3]: 3}
-    assert refused(chain, run, members, order[4], 4) == "InvalidWitness"
-    witness(chain, run, members, order[3], 3)
+    assert elected(chain, core, run) == {order[0]: 0, order[1]: 1, order[2]: 2}
+    assert refused(chain, run, members, order[0], 0) == "InvalidWitness"
+    assert refused(chain, run, members, order[3], 3) == "InvalidWitness"
+    witness(chain, run, members, order[2], 2)
     witness(chain, run, members, order[1], 1)
     assert current_round(chain.state(run))["decided"]
 
 
-def test_a_seated_witness_dropped_by_a_health_check_hands_its_seat_down(chain, core):
+def test_a_seated_witness_dropped_mid_round_leaves_its_seat_empty(chain, core):
     """Round 2's seats are known when round 1 starts (its seed is next_seed): round 1's witnesses leave
-    out a client seated in round 2, it is dropped there, and its seat passes to position 3."""
+    out a client seated in round 2, it is dropped there, and its seat stays empty (position 3 does not get
+    it: a member cannot hand its seat on by getting itself dropped)."""
     run, members = epoch(chain)
     play_round(chain, core, run, members)  # height 0
     state = chain.state(run)
@@ -109,12 +112,14 @@ def test_a_seated_witness_dropped_by_a_health_check_hands_its_seat_down(chain, c
     unseen = order[0]
     play_round(chain, core, run, members, participants=bitmap(i for i in range(CLIENTS) if i != unseen))
     assert order_now(chain, run) == order
-    check = {"count": 1, "indices": [unseen] + [0] * 31}
+    check = {"step": chain.state(run)["progress"]["step"] - 2, "count": 1, "indices": [unseen] + [0] * 31}
     chain.call("health_check", members[order[1]], run, check)
     assert chain.state(run)["clients"][unseen]["state"] == "Dropped"
-    assert elected(chain, core, run) == {order[1]: 1, order[2]: 2, order[3]: 3}
-    witness(chain, run, members, order[3], 3)
+    assert elected(chain, core, run) == {order[0]: 0, order[1]: 1, order[2]: 2}
+    assert refused(chain, run, members, order[3], 3) == "InvalidWitness"
+    assert refused(chain, run, members, unseen, 0) == "InvalidWitness"
     witness(chain, run, members, order[2], 2)
+    witness(chain, run, members, order[1], 1)
     assert current_round(chain.state(run))["decided"]
 
 

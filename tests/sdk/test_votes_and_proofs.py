@@ -1,6 +1,7 @@
 """The SDK's side of the new instructions over real RPC: RunClient.vote_weights (finishers set the
 checkpoint's weights), report_equivocation (two signed results of one step convict the trainer),
-settle_points (close_run settles what nobody claimed) and close_points once the run is closed."""
+settle_points (close_run settles what nobody claimed), close_points and close_endpoint once the run is
+closed."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from cohort.sdk.run_config import load_run_file
 from cohort.sdk.statements import result_statement
 
 
-def signed(client: RunClient, node: Keypair, run, step: int, payload: bytes) -> SignedResult:
+def signed(client: RunClient, node: Keypair, run, epoch: int, step: int, payload: bytes) -> SignedResult:
     commitment = hashlib.sha256(payload).digest()
-    message = result_statement(client.idl, run, step, (0, 8), commitment)
-    return SignedResult(step, (0, 8), commitment, bytes(node.sign_message(message)))
+    message = result_statement(client.idl, run, epoch, step, (0, 8), commitment)
+    return SignedResult(epoch, step, (0, 8), commitment, bytes(node.sign_message(message)))
 
 
 async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers, core, tmp_path):
@@ -40,7 +41,9 @@ async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers,
         accused = run.clients[1]
         node = next(n for n in nodes if n.pubkey() == accused.p2p_identity)
         step = run.progress.step - 2
-        first, second = signed(client, node, run.address, step, b"one"), signed(client, node, run.address, step, b"two")
+        epoch = run.epoch_number  # the ended epoch's: the chain keeps it until the next Warmup
+        first = signed(client, node, run.address, epoch, step, b"one")
+        second = signed(client, node, run.address, epoch, step, b"two")
         with pytest.raises(ValueError, match="different commitments"):
             await client.report_equivocation(members[0], run.address, accused.index, accused.p2p_identity, first, first)
         reporter = Keypair()
@@ -56,6 +59,11 @@ async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers,
         await client.set_paused(workspace.wallet, "votes", True)
         await client.close_run(workspace.wallet, "votes")
         assert await rpc.account_data(run.address) is None
+        for wallet in members:  # the Endpoints exit_run never closed: each wallet closes its own
+            endpoint = client.endpoint_address(run.address, wallet.pubkey())
+            assert await rpc.account_data(endpoint) is not None
+            await client.close_endpoint(wallet, run.address)
+            assert await rpc.account_data(endpoint) is None
         for wallet in members:
             points = await rpc.account_data(client.points_address(run.address, wallet.pubkey()))
             if wallet.pubkey() not in owed:

@@ -146,7 +146,8 @@ def install(mode: str) -> None:
             twin[-1] ^= 1  # a second, different result for the same step (its commitment differs)
             other = commitment_of(bytes(twin))
             self.node.store.put_verified(other, bytes(twin), step)
-            signature = self.key.sign(result_statement(self.idl, self.run_address, step, batch, other))
+            epoch = self.view.run.epoch_number if self.view is not None else 0
+            signature = self.key.sign(result_statement(self.idl, self.run_address, epoch, step, batch, other))
             await self.node.announce(step, Result(step, *batch, other, len(twin), signature).encode())
 
         Exchange.publish = publish

@@ -15,6 +15,7 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from .config import (
+    PROGRAM_NAME,
     Cluster,
     Workspace,
     load_workspace,
@@ -41,11 +42,12 @@ class Settings:
     def keypair(self) -> Keypair:
         return load_keypair(self.wallet_path)
 
-    def program_id(self) -> Pubkey:
-        """The coordinator's id on this cluster. When none is configured, an RPC that does not answer is the
-        error to report first: a mistyped --cluster URL names a cluster nobody deployed to, too."""
+    def program_id(self, program: str = PROGRAM_NAME) -> Pubkey:
+        """The coordinator's id on this cluster (or the named program's: --program-id is the id of the program
+        the command is about). When none is configured, an RPC that does not answer is the error to report
+        first: a mistyped --cluster URL names a cluster nobody deployed to, too."""
         try:
-            return resolve_program_id(self.workspace, self.cluster, self.program_id_flag)
+            return resolve_program_id(self.workspace, self.cluster, self.program_id_flag, program)
         except ConfigError:
             if not self.reachable:
                 from .program_check import probe_now

@@ -1,4 +1,10 @@
-"""`cohort deploy`: deploy (or upgrade) the coordinator over RPC, price a deploy, refund abandoned buffers."""
+"""`cohort deploy`: deploy (or upgrade) programs over RPC, price a deploy, refund abandoned buffers.
+
+Every program cohort ships (`artifacts.programs()`) deploys the same way; `--program NAME` picks which. The
+default is the coordinator alone: every run needs it, while each other program (and what it costs in rent on
+a public cluster) is wanted only by the runs that use it, so it is deployed when asked for (`--program NAME`
+or `--all`), and a command that needs its id says so.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import artifacts
 from .cli_common import Settings, chain_options, run
 from .config import PROGRAM_NAME, record_deployment
+from .errors import ConfigError
 from .wallet import sol
 
 LOCAL_CONCURRENCY = 16  # writes in flight against a cluster on this machine
@@ -23,17 +30,31 @@ def default_concurrency(url: str) -> int:
     return LOCAL_CONCURRENCY if host in ("127.0.0.1", "localhost", "::1") else REMOTE_CONCURRENCY
 
 
-def default_program_keypair(settings: Settings) -> Path:
+def default_program_keypair(settings: Settings, program: str = PROGRAM_NAME) -> Path:
     """Beside the build output in a checkout (as before); else in the workspace's untracked state folder."""
+    name = artifacts.describe(program).keypair_file
     if artifacts.in_checkout():
-        return artifacts.CHECKOUT_CONTRACTS / "target" / f"{PROGRAM_NAME}-keypair.json"
-    return settings.workspace.state_dir / f"{PROGRAM_NAME}-keypair.json"
+        return artifacts.CHECKOUT_TARGET / name
+    return settings.workspace.state_dir / name
+
+
+def chosen_programs(names: tuple[str, ...], everything: bool) -> list[str]:
+    """The programs a deploy is about: the named ones, every shipped one (--all), else the coordinator."""
+    shipped = [m.name for m in artifacts.programs()]
+    if everything:
+        return shipped
+    for name in names:
+        artifacts.describe(name)  # an unknown name: the error lists the known ones
+    return list(dict.fromkeys(names)) or [PROGRAM_NAME]
 
 
 @click.command()
+@click.option("--program", "program_names", multiple=True, metavar="NAME",
+              help="The program to deploy (repeatable). Default: coordinator.")  # fmt: skip
+@click.option("--all", "all_programs", is_flag=True, help="Deploy every program cohort ships.")
 @click.option("--program-keypair", type=click.Path(dir_okay=False, path_type=Path),
-              help="The program's keypair (its address is the program id); created if missing. "
-                   "Default: contracts/target/coordinator-keypair.json in a checkout, else "
+              help="The program's keypair (its address is the program id); created if missing. With one "
+                   "program only. Default: contracts/target/<name>-keypair.json in a checkout, else "
                    ".cohort/ beside the Anchorfile (or ~/.config/cohort/).")  # fmt: skip
 @click.option("--no-build", is_flag=True, help="Deploy the built (or packaged) program as it is.")
 @click.option("--dry-run", is_flag=True,
@@ -45,19 +66,19 @@ def default_program_keypair(settings: Settings) -> Path:
               help="Writes in flight to start with; halves whenever the cluster rate-limits. "
                    f"Default: {LOCAL_CONCURRENCY} on this machine, {REMOTE_CONCURRENCY} elsewhere.")  # fmt: skip
 @chain_options
-def deploy(settings: Settings, program_keypair: Path | None, no_build: bool, dry_run: bool,
-           close_buffers: bool, concurrency: int | None) -> None:  # fmt: skip
-    """Deploy the coordinator program to a cluster (localnet by default; --cluster devnet for devnet).
+def deploy(settings: Settings, program_names: tuple[str, ...], all_programs: bool,
+           program_keypair: Path | None, no_build: bool, dry_run: bool, close_buffers: bool,
+           concurrency: int | None) -> None:  # fmt: skip
+    """Deploy the coordinator program (or --program NAME, --all) to a cluster (localnet by default;
+    --cluster devnet for devnet).
 
     Writes go out concurrently; an interrupted deploy resumes where it stopped when run again. Deploying
     again upgrades the program in place. The program id is recorded in an untracked local file
     (.cohort/programs.toml beside the Anchorfile), which every command reads; the Anchorfile is not changed.
     """
     from .deploy import close_buffers as close_all
-    from .deploy import deploy_program, plan_deploy_cost
 
     payer = settings.keypair()
-    keypair_path = program_keypair or default_program_keypair(settings)
     console = Console(stderr=True)
 
     if close_buffers:
@@ -73,11 +94,24 @@ def deploy(settings: Settings, program_keypair: Path | None, no_build: bool, dry
         click.echo(f"closed {len(closed)} buffer(s) of {payer.pubkey()}, refunded {sol(total)}")
         return
 
+    names = chosen_programs(program_names, all_programs)
+    if program_keypair is not None and len(names) != 1:
+        raise ConfigError("--program-keypair is one program's keypair: name that program with --program")
+    for name in names:
+        keypair_path = program_keypair or default_program_keypair(settings, name)
+        _deploy_one(settings, name, keypair_path, payer, console, no_build=no_build, dry_run=dry_run,
+                    concurrency=concurrency)  # fmt: skip
+
+
+def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, console: Console, *,
+                no_build: bool, dry_run: bool, concurrency: int | None) -> None:  # fmt: skip
+    from .deploy import deploy_program, plan_deploy_cost
+
     async def main():
         async with settings.rpc() as rpc:
             # fail fast, before building, when the cluster is unreachable
             await rpc.balance(payer.pubkey())
-            elf = artifacts.program(build=not no_build).read_bytes()
+            elf = artifacts.program(build=not no_build, name=name).read_bytes()
             if dry_run:
                 return await plan_deploy_cost(rpc, payer.pubkey(), elf, keypair_path)
             with Progress(
@@ -93,12 +127,12 @@ def deploy(settings: Settings, program_keypair: Path | None, no_build: bool, dry
 
     result = run(main())
     if dry_run:
-        _print_cost(settings, result, payer)
+        _print_cost(settings, name, result, payer)
         return
     verb = "upgraded" if result.upgraded else "deployed"
     resumed = f", {result.writes_skipped} already written" if result.writes_skipped else ""
     click.echo(
-        f"{verb} {PROGRAM_NAME} ({result.elf_size} bytes, {result.writes_sent} writes{resumed}) "
+        f"{verb} {name} ({result.elf_size} bytes, {result.writes_sent} writes{resumed}) "
         f"on {settings.cluster.name} in {result.seconds:.1f} s"
     )
     if result.throttled:
@@ -107,16 +141,16 @@ def deploy(settings: Settings, program_keypair: Path | None, no_build: bool, dry
                    f"writes in flight went down to {result.lowest_concurrency}{pace}")  # fmt: skip
     if result.refunded:
         click.echo(f"closed a buffer of an earlier, different ELF: refunded {sol(result.refunded)}")
-    saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id)
+    saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id, name)
     click.echo(f"program id {result.program_id} (saved in {saved} [programs.{settings.cluster.name}])")
 
 
-def _print_cost(settings: Settings, cost, payer) -> None:
+def _print_cost(settings: Settings, name: str, cost, payer) -> None:
     program = (f"{cost.program_id} ({'upgrade' if cost.upgrade else 'new'})"
                if cost.program_id else "a new program (its keypair is created when deploying)")  # fmt: skip
     resumed = f", {cost.writes_done} of {cost.writes} already in a buffer" if cost.writes_done else ""
     lines = [
-        f"dry run, nothing sent: deploying {PROGRAM_NAME} ({cost.elf_size} bytes) to "
+        f"dry run, nothing sent: deploying {name} ({cost.elf_size} bytes) to "
         f"{settings.cluster.name} ({settings.cluster.url})",
         f"  program           {program}",
         f"  transactions      {cost.transactions} ({cost.writes - cost.writes_done} writes{resumed})",

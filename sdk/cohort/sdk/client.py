@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 from solders.system_program import CreateAccountParams, create_account
 
+from .abi import coordinator as abi
 from .coordinator_core import load_idl
 from .errors import (
     ConfigError,
@@ -62,6 +63,7 @@ class SignedResult:
     """A trainer's signed statement about one result (what it gossips with each Result): the material of
     an equivocation proof when two of them disagree."""
 
+    epoch: int  # the epoch's number (Run.epoch_number): a statement names its epoch
     step: int
     batch: tuple[int, int]
     commitment: bytes
@@ -281,18 +283,19 @@ class RunClient:
 
     async def set_paused(self, authority: Keypair, run: str | Pubkey, paused: bool,
                          payer: Keypair | None = None) -> Any:  # fmt: skip
-        return await self._as_authority("set_paused", authority, run, {"paused": paused}, payer)
+        accounts = abi.SetPausedAccounts(authority=authority.pubkey(), run=await self.resolve(run))
+        ix = abi.set_paused(self.program_id, accounts, abi.SetPausedArgs(paused=paused))
+        return await self._send([ix], authority, payer=payer)
 
     async def set_join_authorization(self, join_authority: Keypair, run: str | Pubkey, grantee: Pubkey,
                                      allowed: bool = True) -> Any:  # fmt: skip
         address = await self.resolve(run)
-        ix = self.instruction(
-            "set_join_authorization",
-            {"join_authority": join_authority.pubkey(), "run": address,
-             "authorization": self.join_authorization_address(address, grantee)},
-            {"grantee": grantee, "allowed": allowed},
+        accounts = abi.SetJoinAuthorizationAccounts(
+            join_authority=join_authority.pubkey(), run=address,
+            authorization=self.join_authorization_address(address, grantee),
         )  # fmt: skip
-        return await self._send([ix], join_authority)
+        args = abi.SetJoinAuthorizationArgs(grantee=grantee, allowed=allowed)
+        return await self._send([abi.set_join_authorization(self.program_id, accounts, args)], join_authority)
 
     async def close_join_authorization(self, join_authority: Keypair, run: str | Pubkey,
                                        grantee: Pubkey) -> Any:  # fmt: skip
@@ -327,18 +330,25 @@ class RunClient:
         """Move `wallet`'s unclaimed points into its Points account (anyone may; the payer funds the
         account if it is new). Afterwards the registry may reuse the wallet's entry when it is full."""
         address = await self.resolve(run)
-        ix = self.instruction(
-            "settle_points",
-            {"payer": payer.pubkey(), "run": address, "points": self.points_address(address, wallet)},
-            {"wallet": wallet},
+        accounts = abi.SettlePointsAccounts(
+            payer=payer.pubkey(), run=address, points=self.points_address(address, wallet)
         )
+        ix = abi.settle_points(self.program_id, accounts, abi.SettlePointsArgs(wallet=wallet))
         return await self._send([ix], payer)
 
     async def close_points(self, wallet: Keypair, run: Pubkey) -> Any:
         """Close the wallet's Points account of a run that was closed, refunding its rent."""
+        accounts = abi.ClosePointsAccounts(
+            wallet=wallet.pubkey(), points=self.points_address(run, wallet.pubkey()), run=run
+        )
+        return await self._send([abi.close_points(self.program_id, accounts)], wallet)
+
+    async def close_endpoint(self, wallet: Keypair, run: Pubkey) -> Any:
+        """Close the wallet's Endpoint account that exit_run did not (the run was closed, or no longer
+        registers the wallet), refunding its rent."""
         ix = self.instruction(
-            "close_points",
-            {"wallet": wallet.pubkey(), "points": self.points_address(run, wallet.pubkey()), "run": run},
+            "close_endpoint",
+            {"wallet": wallet.pubkey(), "endpoint": self.endpoint_address(run, wallet.pubkey()), "run": run},
         )
         return await self._send([ix], wallet)
 
@@ -448,30 +458,36 @@ class RunClient:
 
     async def warmup_witness(self, user: Keypair, run: str | Pubkey, index: int,
                              payer: Keypair | None = None) -> Any:  # fmt: skip
-        return await self._as_user("warmup_witness", user, run, {"index": index}, payer)
+        accounts = abi.WarmupWitnessAccounts(user=user.pubkey(), run=await self.resolve(run))
+        ix = abi.warmup_witness(self.program_id, accounts, abi.WarmupWitnessArgs(index=index))
+        return await self._send([ix], user, payer=payer)
 
-    async def witness(self, user: Keypair, run: str | Pubkey, args: dict[str, Any],
+    async def witness(self, user: Keypair, run: str | Pubkey, args: abi.WitnessArgs | Mapping[str, Any],
                       payer: Keypair | None = None) -> Any:  # fmt: skip
         """`args`: step, index, position (its seat), participants (32-byte bitmap), results_root (32
-        bytes), weights_digest (u64) and metadata {loss, tokens_per_sec, bytes_sent, bytes_received,
-        eval_loss, eval_tokens}."""
-        return await self._as_user("witness", user, run, args, payer)
+        bytes), weights_digest (u64) and metadata (loss, tokens_per_sec, bytes_sent, bytes_received,
+        eval_loss, eval_tokens): an `abi.WitnessArgs`, or a mapping of those names."""
+        accounts = abi.WitnessAccounts(user=user.pubkey(), run=await self.resolve(run))
+        ix = abi.witness(self.program_id, accounts, witness_args(args))
+        return await self._send([ix], user, payer=payer)
 
     async def vote_weights(self, user: Keypair, run: str | Pubkey, index: int, step: int, manifest: bytes,
                            payer: Keypair | None = None) -> Any:  # fmt: skip
         """As a finisher of the epoch that ended at `step`, report the manifest hash of our checkpoint."""
-        args = {"index": index, "step": step, "manifest": manifest}
-        return await self._as_user("vote_weights", user, run, args, payer)
+        accounts = abi.VoteWeightsAccounts(user=user.pubkey(), run=await self.resolve(run))
+        args = abi.VoteWeightsArgs(index=index, step=step, manifest=manifest)
+        return await self._send([abi.vote_weights(self.program_id, accounts, args)], user, payer=payer)
 
     async def report_equivocation(self, user: Keypair, run: Pubkey, index: int, node_id: Pubkey,
                                   first: SignedResult, second: SignedResult) -> Any:  # fmt: skip
-        """Prove that epoch client `index` (node `node_id`) signed two different results for one step: the
-        chain convicts it (dropped, its unclaimed points forfeited)."""
-        if first.step != second.step or first.commitment == second.commitment:
+        """Prove that epoch client `index` (node `node_id`) signed two different results for one step of the
+        current epoch: the chain convicts it (dropped, its unclaimed points forfeited)."""
+        same_step = first.step == second.step and first.epoch == second.epoch
+        if not same_step or first.commitment == second.commitment:
             raise ValueError("an equivocation is two signed results of one step with different commitments")
         checks = [
             ed25519_verify_instruction(bytes(node_id), r.signature,
-                                       result_statement(self.idl, run, r.step, r.batch, r.commitment))
+                                       result_statement(self.idl, run, r.epoch, r.step, r.batch, r.commitment))
             for r in (first, second)
         ]  # fmt: skip
 
@@ -490,15 +506,19 @@ class RunClient:
         """As one of the verifiers the chain drew for trainer `trainer`'s (epoch index) result of `step`
         (`CoordinatorCore.check_plan`), report that the check failed, and why. A strict majority of the
         check's verifiers convicts the trainer (FailedVerification)."""
-        args = {"step": step, "trainer": trainer, "reason": str(CheckFailure(reason))}
-        return await self._as_user("report_check", user, run, args, payer)
+        accounts = abi.ReportCheckAccounts(user=user.pubkey(), run=await self.resolve(run))
+        args = abi.ReportCheckArgs(step=step, trainer=trainer, reason=str(CheckFailure(reason)))
+        return await self._send([abi.report_check(self.program_id, accounts, args)], user, payer=payer)
 
-    async def health_check(self, user: Keypair, run: str | Pubkey, indices: Sequence[int],
+    async def health_check(self, user: Keypair, run: str | Pubkey, step: int, indices: Sequence[int],
                            payer: Keypair | None = None) -> Any:  # fmt: skip
+        """Report trainers of `step` that the witnesses of the round after it did not see (that round must be
+        over and still stored: the chain keeps NUM_ROUNDS rounds); the chain drops them, or none."""
         if not 1 <= len(indices) <= 32:
             raise ValueError(f"a health check names 1 to 32 clients, got {len(indices)}")
         padded = list(indices) + [0] * (32 - len(indices))
-        return await self._as_user("health_check", user, run, {"count": len(indices), "indices": padded}, payer)  # fmt: skip
+        args = {"step": step, "count": len(indices), "indices": padded}
+        return await self._as_user("health_check", user, run, args, payer)
 
     async def checkpoint(self, user: Keypair, run: str | Pubkey, checkpoint: Checkpoint,
                          payer: Keypair | None = None) -> Any:  # fmt: skip
@@ -522,7 +542,7 @@ class RunClient:
         `poll_interval` seconds while reconnecting with backoff. Updates whose nonce is not newer than the
         last one yielded (reordered or replayed notifications, polls racing the socket) are dropped.
 
-        With `hot=True` only the account's hot prefix (`hot_length()` bytes: under 1 KB of the ~60 KB) is
+        With `hot=True` only the account's hot prefix (`hot_length()` bytes: about 1 KB of the ~60 KB) is
         sent on each change (dataSlice); the rest is read again only when it can have changed for a
         follower: the members nonce moved, or the phase is not a round (joins, votes, the authority's
         changes). Runs built from a fresh hot prefix leave the rounds' witness records out
@@ -660,3 +680,17 @@ class _Follower:
 
 
 _CLOSED: Any = object()  # the run's account is gone
+
+
+def witness_args(args: abi.WitnessArgs | Mapping[str, Any]) -> abi.WitnessArgs:
+    """A witness's arguments, typed: given as they are, or from a mapping of their names (metadata too)."""
+    if isinstance(args, abi.WitnessArgs):
+        return args
+    fields = dict(args)
+    metadata = fields.pop("metadata")
+    if not isinstance(metadata, abi.WitnessMetadata):
+        metadata = abi.WitnessMetadata(**metadata)
+    try:
+        return abi.WitnessArgs(**fields, metadata=metadata)
+    except TypeError as e:  # a missing or unknown name
+        raise IdlError(f"witness: {e}") from None

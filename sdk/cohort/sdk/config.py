@@ -28,7 +28,7 @@ from .errors import ConfigError
 from .wallet import DEFAULT_WALLET
 
 ANCHORFILE = "Anchorfile.toml"
-PROGRAM_NAME = "coordinator"
+PROGRAM_NAME = "coordinator"  # the program a command means when it names none
 LOCAL_DIR = ".cohort"  # untracked state beside the Anchorfile: deployed program ids
 DEPLOYMENTS_FILE = "programs.toml"
 WELL_KNOWN_CLUSTERS = {
@@ -281,23 +281,28 @@ def resolve_wallet(workspace: Workspace, wallet: str | Path | None = None) -> Pa
 
 
 def resolve_program_id(
-    workspace: Workspace, cluster: Cluster, program_id: str | None = None
+    workspace: Workspace, cluster: Cluster, program_id: str | None = None, program: str = PROGRAM_NAME
 ) -> Pubkey:
-    """The coordinator's address on this cluster: flag, `COHORT_PROGRAM_ID`, the id `cohort deploy` recorded
-    in the deployments file, or the Anchorfile's [programs.<cluster>]."""
-    value = program_id or os.environ.get("COHORT_PROGRAM_ID")
+    """A program's address on this cluster (the coordinator's unless `program` names another): the flag,
+    `COHORT_PROGRAM_ID` (the coordinator's), the id `cohort deploy` recorded in the deployments file, or the
+    Anchorfile's [programs.<cluster>] (each program by its name there)."""
+    value = program_id or (os.environ.get("COHORT_PROGRAM_ID") if program == PROGRAM_NAME else None)
     for table in (workspace.deployed, workspace.programs):
-        value = value or table.get(cluster.name, {}).get(PROGRAM_NAME)
+        value = value or table.get(cluster.name, {}).get(program)
     if not value:
         where = workspace.path or ANCHORFILE
         raise ConfigError(
-            f"no coordinator program id for cluster {cluster.name!r} in {where}: "
-            f"run `cohort deploy --cluster {cluster.name}` (or pass --program-id)"
+            f"no {program} program id for cluster {cluster.name!r} in {where}: "
+            f"run `cohort deploy{_program_flag(program)} --cluster {cluster.name}` (or pass --program-id)"
         )
     try:
         return Pubkey.from_string(value)
     except ValueError:
         raise ConfigError(f"program id {value!r} is not a base58 address") from None
+
+
+def _program_flag(program: str) -> str:
+    return "" if program == PROGRAM_NAME else f" --program {program}"
 
 
 def _toml_key(key: str) -> str:
@@ -330,14 +335,16 @@ def write_program_id(
     path.write_text("\n".join(lines) + "\n")
 
 
-def record_deployment(workspace: Workspace, cluster: str, program_id: Pubkey) -> Path:
-    """Remember a deployed program id in the workspace's untracked deployments file; returns its path."""
+def record_deployment(
+    workspace: Workspace, cluster: str, program_id: Pubkey, program: str = PROGRAM_NAME
+) -> Path:
+    """Remember a deployed program's id in the workspace's untracked deployments file; returns its path."""
     folder = workspace.state_dir
     folder.mkdir(parents=True, exist_ok=True)
     if workspace.path is not None and not (folder / ".gitignore").exists():
         (folder / ".gitignore").write_text("# local state of cohort, never committed\n*\n")
-    write_program_id(workspace.deployments, cluster, program_id)
-    workspace.deployed.setdefault(cluster, {})[PROGRAM_NAME] = str(program_id)
+    write_program_id(workspace.deployments, cluster, program_id, program)
+    workspace.deployed.setdefault(cluster, {})[program] = str(program_id)
     return workspace.deployments
 
 

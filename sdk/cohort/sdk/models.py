@@ -235,11 +235,22 @@ class Run:
     members_nonce: int = 0  # moves whenever the epoch's member list or a member's state changes
     fresh_records: bool = True  # False when only the hot prefix is fresh: round records then left out
     start_step: int = 0  # the epoch's first step
+    epoch_number: int = 0  # the number the epoch got when it started: the epoch its result statements name
     cold_start_epoch: bool = False  # the epoch follows a pause: every replica's momentum starts cold
     # (checked step, seed that draws its checks) of every step whose check seed the chain keeps, oldest
     # first; outside the hot prefix (a Run read from its hot prefix alone lists what the last full read did)
     check_seeds: tuple[tuple[int, int], ...] = ()
     check_seed_lag: int = 3  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
+    # (attested step, its decided root or None: its round ended undecided) of the epoch's last rounds, kept past
+    # the round ring (DECISION_WINDOW of them, in the hot prefix), oldest first
+    decisions: tuple[tuple[int, bytes | None], ...] = ()
+
+    def decided(self, step: int) -> tuple[bool, bytes | None]:
+        """Whether the chain still tells what step `step`'s round decided, and its root (None: undecided)."""
+        for kept, root in self.decisions:
+            if kept == step:
+                return True, root
+        return False, None
 
     def check_seed(self, step: int) -> int | None:
         """The seed that draws the checks of `step` (CoordinatorCore.check_plan takes it), or None: not
@@ -324,6 +335,10 @@ class Run:
         check_seeds = tuple(sorted(
             (e["step"] - lag, e["seed"]) for e in raw["check_seeds"] if e["step"] - lag >= epoch["start_step"]
         )) if raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") else ()  # fmt: skip
+        decisions = tuple(sorted(
+            (e["step"], bytes(e["root"]) if e["outcome"] == 1 else None)
+            for e in epoch.get("decisions", ()) if e["outcome"] in (1, 2) and e["step"] >= epoch["start_step"]
+        ))  # fmt: skip
         registry = tuple(
             RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"])
             for e in raw["registry"][: raw["registry_len"]]
@@ -354,9 +369,11 @@ class Run:
             members_nonce=epoch["members_nonce"],
             fresh_records=fresh_records,
             start_step=epoch["start_step"],
+            epoch_number=epoch["epoch"],
             cold_start_epoch=epoch["cold_start_epoch"],
             check_seeds=check_seeds,
             check_seed_lag=lag,
+            decisions=decisions,
         )
 
 

@@ -3,9 +3,11 @@
 `join_run` binds a wallet's node id (its iroh Ed25519 public key) to the wallet only when the same
 transaction carries, before it, an Ed25519 program instruction verifying a signature by that key over
 `JOIN_PROOF_PREFIX || run || wallet || join marker` (the run's `next_active`, so a proof is good for one
-joining window). Trainers sign `RESULT_PROOF_PREFIX || run || step || batch || commitment` for every result
-they publish; two such statements for one step with different commitments are an equivocation proof
-anyone can submit (`report_equivocation`). The node key is a solders Keypair made from the node's 32-byte
+joining window). Trainers sign `RESULT_PROOF_PREFIX || run || epoch || step || batch || commitment` for every
+result they publish; two such statements for one epoch and step with different commitments are an
+equivocation proof anyone can submit (`report_equivocation`). The epoch is the number the chain gave the
+epoch when it started (`Run.epoch_number`); it never repeats, so an authority that rewinds the run's step
+cannot pair an honest member's old statement with its new one. The node key is a solders Keypair made from the node's 32-byte
 seed (`Keypair.from_seed(seed)`), whose public key is the iroh node id.
 """
 
@@ -23,7 +25,7 @@ ED25519_PROGRAM = Pubkey.from_string("Ed25519SigVerify11111111111111111111111111
 THIS_INSTRUCTION = 0xFFFF  # an offset's instruction index meaning "the Ed25519 instruction itself"
 _HEADER = 2  # u8 signature count, u8 padding
 _OFFSETS = struct.Struct("<7H")  # signature, key and message offsets, each with its instruction index
-_RESULT = struct.Struct("<IQQ32s")  # step, batch start, batch end, commitment
+_RESULT = struct.Struct("<IIQQ32s")  # epoch, step, batch start, batch end, commitment
 
 
 def _prefix(idl: Idl, name: str) -> bytes:
@@ -36,12 +38,13 @@ def join_proof_message(idl: Idl, run: Pubkey, wallet: Pubkey, join_marker: int) 
     return _prefix(idl, "JOIN_PROOF_PREFIX") + bytes(run) + bytes(wallet) + struct.pack("<Q", join_marker)
 
 
-def result_statement(idl: Idl, run: Pubkey, step: int, batch: tuple[int, int], commitment: bytes) -> bytes:
-    """What a trainer's node key signs for its result of `step`: the batch it trained and the payload's
-    sha256."""
+def result_statement(idl: Idl, run: Pubkey, epoch: int, step: int, batch: tuple[int, int], commitment: bytes) -> bytes:
+    """What a trainer's node key signs for its result of `step` of epoch `epoch`: the batch it trained and
+    the payload's sha256."""
     if len(commitment) != 32:
         raise ValueError(f"a commitment is 32 bytes, got {len(commitment)}")
-    return _prefix(idl, "RESULT_PROOF_PREFIX") + bytes(run) + _RESULT.pack(step, batch[0], batch[1], commitment)
+    packed = _RESULT.pack(epoch, step, batch[0], batch[1], commitment)
+    return _prefix(idl, "RESULT_PROOF_PREFIX") + bytes(run) + packed
 
 
 def ed25519_verify_instruction(public_key: bytes, signature: bytes, message: bytes) -> Instruction:

@@ -9,7 +9,13 @@ One connection per peer and lane (`Transport.request`) is dialled and reused whi
 address stays the same: a peer that restarted (same key, new port) answers nothing on the old
 connection until QUIC's idle timeout, so a new address redials at once. Incoming connections are accepted with
 `Endpoint.accept_next()` (no Python callbacks), so iroh never calls back into Python from its own
-threads. The bindings still keep one process-wide event loop (`uniffi_set_event_loop`): it is bound
+threads.
+
+A node id is known only once the QUIC handshake completed: the costly part (key exchange, signatures, a task
+per connection). So handshakes are admitted by address first, before any of that: a few at once from
+addresses no member advertised, and a few of those per IP; beyond that a stranger is refused (one stateless
+packet). A connection from a member's advertised address (`Allowlist.addresses`) has a pool of its own once
+a QUIC retry proved it owns that address, so a flood of strangers' handshakes never crowds out a member. The bindings still keep one process-wide event loop (`uniffi_set_event_loop`): it is bound
 to the running loop while any endpoint is open, and starting an endpoint from a second, running loop
 is refused (iroh allows one asyncio loop per process at a time).
 """
@@ -59,6 +65,11 @@ MAX_ERROR_MESSAGE = 1024
 _RESET_HANDLER_FAILED = 1
 _STOP_ABANDONED = 2
 MAX_DIALLED = 4096  # peers whose last dialled address is kept (to notice one that moved)
+# handshakes in flight at once (measured with one process flooding 2,048 attempts at a time: without a cap a
+# member's fetches timed out for as long as the flood lasted)
+MAX_HANDSHAKES = 16  # from addresses no member advertised
+MAX_HANDSHAKES_PER_IP = 4  # of those, from one IP: one machine cannot take them all
+MAX_MEMBER_HANDSHAKES = 64  # from members' advertised addresses, proven by a retry
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,9 @@ class IrohTransport(Transport):
         self._dial_locks: dict[tuple[NodeId, int], asyncio.Lock] = {}
         self._dialled: dict[NodeId, PeerAddress] = {}  # the address each peer was last dialled at
         self._max_frame = 0
+        self._handshaking: dict[str, int] = {}  # handshakes in flight by IP (from non-member addresses)
+        self._strangers = 0  # handshakes in flight from non-member addresses
+        self._members = 0  # handshakes in flight in the members' pool
 
     @property
     def address(self) -> PeerAddress:
@@ -312,9 +326,47 @@ class IrohTransport(Transport):
                 continue
             if incoming is None:
                 return
-            self._spawn(self._serve_connection(incoming), "iroh-conn")
+            try:
+                pool = await self._admit(incoming)
+            except IrohError as e:
+                log.debug("admitting a connection: %s", describe(e))
+                continue
+            if pool is not None:
+                self._spawn(self._serve_connection(incoming, pool), "iroh-conn")
 
-    async def _serve_connection(self, incoming) -> None:
+    async def _admit(self, incoming) -> str | None:
+        """The pool of handshakes an incoming connection joins: its IP (non-member addresses), "" (the
+        members' pool), or None: refused, or asked to prove its address by a retry (stateless)."""
+        remote = await incoming.remote_addr()
+        addr = remote.addr if remote.is_ip() else ""
+        ip = addr.rpartition(":")[0] if addr else "relay"
+        if self._strangers < MAX_HANDSHAKES and self._handshaking.get(ip, 0) < MAX_HANDSHAKES_PER_IP:
+            self._strangers += 1
+            self._handshaking[ip] = self._handshaking.get(ip, 0) + 1
+            return ip
+        extra = self.stats.extra
+        if addr in self.allowlist.addresses and self._members < MAX_MEMBER_HANDSHAKES:
+            if await incoming.remote_addr_validated():
+                self._members += 1
+                return ""
+            await incoming.retry()  # the member's next attempt carries a token: its address is its own
+            extra["handshake_retries"] = extra.get("handshake_retries", 0) + 1
+            return None
+        await incoming.refuse()
+        extra["handshakes_refused"] = extra.get("handshakes_refused", 0) + 1
+        return None
+
+    def _admitted(self, pool: str) -> None:
+        """A handshake of `pool` is over (done, failed or timed out): its place is free."""
+        if not pool:
+            self._members -= 1
+            return
+        self._strangers -= 1
+        left = self._handshaking.pop(pool) - 1
+        if left:
+            self._handshaking[pool] = left
+
+    async def _serve_connection(self, incoming, pool: str) -> None:
         try:
             async with asyncio.timeout(self.config.handshake_timeout):
                 accepting = await incoming.accept()
@@ -322,6 +374,8 @@ class IrohTransport(Transport):
         except (IrohError, TimeoutError) as e:
             log.debug("handshake failed: %s", e)
             return
+        finally:
+            self._admitted(pool)
         peer = NodeId(conn.remote_id().to_bytes())
         if not self.allowlist.allows(peer):
             self.stats.requests_refused += 1

@@ -92,7 +92,7 @@ class P2PNode:
         """
         peers = list(peers)
         self.gossip.set_members(peers, overlay_key)  # first: it checks the key
-        self.transport.allowlist.replace(p.node_id for p in peers)
+        self.transport.allowlist.replace((p.node_id for p in peers), (a for p in peers for a in p.addrs))
 
     def advance_round(self, round: int, keep_rounds: int = 2) -> None:
         """Start `round`: forget blobs older than `round - keep_rounds` and old announcements."""

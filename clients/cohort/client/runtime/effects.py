@@ -44,6 +44,7 @@ from .machine import (
     ReportEquivocation,
     SaveCheckpoint,
     Saved,
+    ServeList,
     SubmitWitness,
     Tick,
     Train,
@@ -55,6 +56,7 @@ from .machine import (
 )
 from .messages import Ready
 from .peers import decode_endpoint
+from .rounds import round_step
 from .trainer import KEPT_STATES
 
 if TYPE_CHECKING:
@@ -341,8 +343,9 @@ class Effects:
         except Exception as e:  # a half-applied step: the machine leaves the epoch rather than wait for ever
             c.post(ApplyFailed(action.epoch, action.step, f"{type(e).__name__}: {e}"[:300]))
             raise
-        verifying = c.latest is not None and c.latest.config.verification_percent > 0
-        c.node.store.gc(action.step - 1 - (KEPT_FOR_CHECKS if verifying else 0))  # peers a step behind fetch too
+        # kept for the verifiers the seed may draw, and for peers behind us: a client whose view of the chain
+        # jumped finds each decision in the chain's DECISION_WINDOW (8 rounds) and its results here
+        c.node.store.gc(action.step - 1 - KEPT_FOR_CHECKS)
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
         c.events.emit("apply_time", step=action.step, seconds=round(seconds, 4))
         sent, received = c.node.traffic()
@@ -380,6 +383,9 @@ class Effects:
     def _FetchList(self, action: FetchList) -> None:
         self.c.exchange.fetch_list(action.step, action.root, action.holders, action.clients)
 
+    def _ServeList(self, action: ServeList) -> None:
+        self.c.exchange.keep_list(action.results)
+
     # -- transactions -------------------------------------------------------------------------------
     def _SubmitWitness(self, action: SubmitWitness) -> None:
         c = self.c
@@ -404,8 +410,11 @@ class Effects:
         async def read() -> None:
             run = self.c.latest
             assert run is not None
+            # by step, against the newest Run: a round may have started since the machine asked, and the
+            # records must be those of the round the report is about, not of the one now before the current
+            back = round_step(run) - action.step
             try:
-                records = await self.c.chain.round_records(run, action.back)
+                records = await self.c.chain.round_records(run, back) if back >= 0 else ()
             except CohortError as e:
                 self.c.events.emit("rpc_error", what="round_records", error=str(e)[:300])
                 return
@@ -418,7 +427,8 @@ class Effects:
         for start in range(0, len(action.indices), 32):
             chunk = list(action.indices[start : start + 32])
             c.events.emit("health_check", step=action.step, dropped=chunk)
-            self._tx("health_check", action.step, lambda chunk=chunk: c.chain.health_check(c.wallet, c.run_address, chunk))
+            self._tx("health_check", action.step,
+                     lambda chunk=chunk: c.chain.health_check(c.wallet, c.run_address, action.step, chunk))
 
     def _ReportEquivocation(self, action: ReportEquivocation) -> None:
         from cohort.sdk.client import SignedResult
@@ -429,7 +439,7 @@ class Effects:
         node = run.clients[action.index].p2p_identity
 
         def signed(r: Any) -> SignedResult:
-            return SignedResult(r.step, r.batch, r.commitment, r.signature)
+            return SignedResult(run.epoch_number, r.step, r.batch, r.commitment, r.signature)
 
         self._tx("report_equivocation", action.index,
                  lambda: c.chain.report_equivocation(c.wallet, c.run_address, action.index, node,

@@ -91,7 +91,7 @@ class Exchange:
         if message.step != announcement.round:  # the gossip layer bounds rounds, so it bounds steps
             self.events.emit("bad_message", sender=sender, error="step differs from its gossip round")
             return
-        statement = result_statement(self.idl, self.run_address, message.step, message.batch, message.commitment)
+        statement = self._statement(message.step, message.batch, message.commitment)
         if not announcement.origin.verify(statement, message.signature):
             self.events.emit("bad_message", sender=sender, error="result statement not signed by its trainer")
             return
@@ -107,15 +107,21 @@ class Exchange:
             return None
         if not isinstance(message, Result) or message.step != announcement.round:
             return None
-        statement = result_statement(self.idl, self.run_address, message.step, message.batch, message.commitment)
+        statement = self._statement(message.step, message.batch, message.commitment)
         return message.commitment if announcement.origin.verify(statement, message.signature) else None
+
+    def _statement(self, step: int, batch: tuple[int, int], commitment: bytes) -> bytes:
+        """A result statement of the epoch we are in (its steps are this epoch's: an older epoch's statement
+        does not verify, as on chain)."""
+        epoch = self.view.run.epoch_number if self.view is not None else 0
+        return result_statement(self.idl, self.run_address, epoch, step, batch, commitment)
 
     # -- publishing ---------------------------------------------------------------------------------
     async def publish(self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> None:
         patience = own_patience(self.view.run.config.max_round_train_time) if self.view is not None else 0.0
         self.node.store.put_verified(commitment, payload, step, own_copies=OWN_COPIES, patience=patience)
         self._remember(commitment, step, batch)
-        signature = self.key.sign(result_statement(self.idl, self.run_address, step, batch, commitment))
+        signature = self.key.sign(self._statement(step, batch, commitment))
         await self.node.announce(step, Result(step, *batch, commitment, len(payload), signature).encode())
 
     def keep_list(self, results: ResultsList) -> None:

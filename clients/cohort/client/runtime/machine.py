@@ -69,10 +69,19 @@ class Timing:
         epoch's first step (fresh processes, cold caches) is waited for until the training time is up."""
         return max(2.0, max_round_train_time / 3)
 
-    # a result whose signed announcement is in hand is on its way (its fetch runs or retries): it is waited
-    # for this many graces. A trainer that announces and never serves is left out after that and dropped
-    # by the health rule: it stalls one round of its epoch, by a bounded time.
+    # An announced result is ready: a seat waits for it the time its serving takes from its announcement
+    # (`serve_time`), never more than this many graces after the majority. A trainer that announces at once
+    # and serves late is left out after that and reported late (the health rule then drops it): it costs
+    # a round about its serve time, not the round's training time.
     ANNOUNCED_GRACES = 3
+    # (measured at 120 ms one way and 1% loss: a 176 KB result took 1.7 s median, 1.8 s at worst; here 4.1 s)
+    serve_grace: float = 2.0  # an announced result's fetch: connecting, asking, a busy first holder, loss
+    serve_rate: float = 256 << 10  # bytes/s every member serves a result at, at least (the fetchers' min_rate)
+    SERVE_HOPS = 3  # from its author or from one of its first fetchers (the author's copies are limited)
+
+    def serve_time(self, size: int) -> float:
+        """How long after its announcement a result of `size` bytes is late at a seat."""
+        return self.serve_grace + self.SERVE_HOPS * size / self.serve_rate
 
     @staticmethod
     def fetch_deadline(max_round_train_time: int) -> float:
@@ -280,6 +289,14 @@ class FetchList:
 
 
 @dataclass(frozen=True)
+class ServeList:
+    """Serve a decided results list we built from the results we hold (under its root, as seats serve
+    theirs and replicas the lists they fetched): every holder of a decided list answers for it."""
+
+    results: ResultsList
+
+
+@dataclass(frozen=True)
 class Apply:
     epoch: int
     step: int
@@ -297,13 +314,12 @@ class SubmitWitness:
 
 @dataclass(frozen=True)
 class ReadRecords:
-    step: int
-    back: int
+    step: int  # the round whose witness records to read (the read finds its slot in the newest Run)
 
 
 @dataclass(frozen=True)
 class HealthCheck:
-    step: int
+    step: int  # the step whose trainers are reported: the records of the round after it decide
     indices: tuple[int, ...]
 
 
@@ -376,8 +392,8 @@ class Finish:
     reason: str = ""
 
 
-Action = (Join | PrepareEpoch | AnnounceReady | WarmupWitness | Train | Publish | Fetch | FetchList | Apply
-          | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Check | ReportCheck | Tick
+Action = (Join | PrepareEpoch | AnnounceReady | WarmupWitness | Train | Publish | Fetch | FetchList | ServeList
+          | Apply | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Check | ReportCheck | Tick
           | SaveCheckpoint | VoteWeights | LeaveEpoch | Allow | Emit | Finish)  # fmt: skip
 
 
@@ -390,6 +406,7 @@ class StepBook:
 
     step: int
     announced: dict[int, Result] = field(default_factory=dict)  # the first Result per trainer
+    announced_at: dict[int, float] = field(default_factory=dict)  # trainer -> when its Result reached us
     held: dict[int, bytes] = field(default_factory=dict)  # trainer -> commitment, payload checked and kept
     # (trainer, commitment) pairs whose payload was invalid for that trainer. Per pair, never per trainer: an
     # equivocator's invalid twin must not stop us taking its valid twin when the seats decided that one
@@ -398,6 +415,7 @@ class StepBook:
     retry_at: dict[bytes, float] = field(default_factory=dict)  # commitment -> when to try fetching again
     attempts: dict[bytes, int] = field(default_factory=dict)  # commitment -> failed fetches so far
     majority_at: float | None = None  # when we first held a majority of the expected results
+    late: set[int] = field(default_factory=set)  # trainers a seat reported late (announced, not served in time)
 
 
 # -- the machine --------------------------------------------------------------------------------------------
@@ -466,12 +484,12 @@ class ClientMachine:
                     self.ended = ended
                 pending, self.pending = self.pending, []
                 for sender, result in pending:
-                    out += self._on_result(sender, result)
+                    out += self._on_result(sender, result, now)
             case PeerReady(sender, epoch):
                 if self.view is not None and epoch == self.view.run.progress.epoch:
                     self.ready.add(sender)
             case PeerResult(sender, result):
-                out += self._on_result(sender, result)
+                out += self._on_result(sender, result, now)
             case ResultHeld(step, sender, commitment):
                 self.fetching.pop(commitment, None)
                 book = self._book(step) if step > self.applied else None
@@ -522,7 +540,7 @@ class ClientMachine:
         return out + self._plan(now, chain_now)
 
     # -- event handlers ------------------------------------------------------------------------------
-    def _on_result(self, sender: int, result: Result) -> list[Action]:
+    def _on_result(self, sender: int, result: Result, now: float) -> list[Action]:
         """A trainer's announced result: kept only for a live step, the batch the chain gave it, and the
         first commitment (a second, different one is an equivocation: reported, and the trainer excluded)."""
         view = self.view
@@ -545,6 +563,7 @@ class ClientMachine:
         first = book.announced.get(sender)
         if first is None:
             book.announced[sender] = result
+            book.announced_at[sender] = now
             # The same commitment from two trainers: a payload names its batch, so at most one of them is its
             # author, and the fetch (which checks the batch even for bytes we hold) tells which. Neither is
             # refused for the order it arrived in: a copier closer to us must not make the original lose.
@@ -904,7 +923,7 @@ class ClientMachine:
                 out.append(Emit("applied", {"step": step, "results": 0, "decided": False}))
                 continue
             first_seen = self.decided_seen.setdefault(step, now)
-            results = self._decided_list(step, decided.root)
+            results = self._decided_list(step, decided.root, out)
             if results is not None and not results.entries:  # decided: nobody's result (nothing to apply)
                 self.applied = step
                 self.digests[step] = self.digests.get(step - 1, 0)
@@ -1006,12 +1025,19 @@ class ClientMachine:
         last = view.run.last_step
         return not (last and later >= last)
 
-    def _decided_list(self, step: int, root: bytes) -> ResultsList | None:
+    def _decided_list(self, step: int, root: bytes, out: list[Action]) -> ResultsList | None:
+        """The decided list, if we hold it: submitted as a seat, fetched, or the list of the results we hold.
+        The last we then serve too (ServeList): replicas ask every member for a decided list, so whoever
+        holds one answers for it, not only the seats and the replicas that fetched it."""
         if root in self.lists:
             return self.lists[root]
         book = self.books.get(step)
         mine = ResultsList.of(step, book.held if book else {})
-        return mine if mine.root == root else None
+        if mine.root != root:
+            return None
+        self.lists[root] = mine
+        out.append(ServeList(mine))
+        return mine
 
     def _ask_list(self, step: int, root: bytes, now: float) -> list[Action]:
         if now < self.list_wanted.get(root, 0.0):
@@ -1121,10 +1147,7 @@ class ClientMachine:
         if submitted is None:
             waited = False
             if book.majority_at is not None and step > self.start_step:
-                grace = Timing.witness_grace(run.config.max_round_train_time)
-                if any(i in book.announced for i in expected - set(held)):
-                    grace *= Timing.ANNOUNCED_GRACES  # on its way: a slow fetch is not a withheld result
-                waited = now - book.majority_at >= grace
+                waited = now >= self._give_up_at(book, expected - set(held), run.config.max_round_train_time)
             if not (expected <= set(held) or waited or run.state == RunState.RoundWitness):
                 return []
         elif submitted[0] == results.root or now - submitted[1] < self.timing.resubmit_every:
@@ -1134,9 +1157,37 @@ class ClientMachine:
         self._send("witness")
         out: list[Action] = [SubmitWitness(current.step, self.index, seat, results, digest)]
         missing = expected - set(held)
+        late = sorted(i for i in missing if i in book.announced and i not in book.late and
+                      now >= book.announced_at[i] + self._serve_time(book, i))  # fmt: skip
+        for i in late:  # announced, not served in time: what a trainer that serves late is known by
+            book.late.add(i)
+            out.append(Emit("late_result", {"step": step, "trainer": i,
+                                            "announced_ago": round(now - book.announced_at[i], 3)}))  # fmt: skip
         if missing:  # why a seat leaves a healthy trainer out: the first thing to know when one is dropped
             out.append(Emit("witness_short", {"step": step, "missing": {i: self._whereabouts(book, i) for i in sorted(missing)}}))
         return out
+
+    def _serve_time(self, book: StepBook, trainer: int) -> float:
+        """The time an announced result takes to serve: its size as announced, but never more than the
+        largest result of its step we hold (a trainer cannot buy itself time by announcing a large size)."""
+        size = book.announced[trainer].size
+        sizes = [r.size for i, r in book.announced.items() if i in book.held]
+        return self.timing.serve_time(min(size, max(sizes)) if sizes else size)
+
+    def _give_up_at(self, book: StepBook, missing: set[int], max_round_train_time: int) -> float:
+        """When a seat holding a majority stops waiting for the `missing` results: a silent trainer may still
+        be training, so it gets a grace; an announced result is ready, so it gets its serve time from its
+        announcement (at least until the majority is in, at most ANNOUNCED_GRACES graces after it)."""
+        assert book.majority_at is not None
+        grace = Timing.witness_grace(max_round_train_time)
+        at = book.majority_at
+        for i in missing:
+            if i not in book.announced:
+                at = max(at, book.majority_at + grace)
+                continue
+            served = book.announced_at[i] + self._serve_time(book, i)
+            at = max(at, min(book.majority_at + grace * Timing.ANNOUNCED_GRACES, served))
+        return at
 
     def _whereabouts(self, book: StepBook, trainer: int) -> str:
         """What we know of a trainer's result that we do not hold (for witness_short)."""
@@ -1145,13 +1196,17 @@ class ClientMachine:
             return "invalid payload"
         if result is None:
             return "not announced"
+        if trainer in book.late:
+            return "late"
         if result.commitment in self.fetching:
             return "fetching"
         tries = book.attempts.get(result.commitment, 0)
         return f"announced, {tries} failed fetches" if tries else "announced, not fetched yet"
 
     def _health(self, now: float) -> list[Action]:
-        """If we had a seat in the previous round, report whom a majority of its seats left out."""
+        """If we had a seat in the previous round, report whom its seats left out of the step before (the
+        chain's rule: the decided set, else a majority of the seats). The report names that step, so the
+        chain reads the same records even when a round started since."""
         view = self.view
         assert view is not None
         current = view.current
@@ -1167,10 +1222,10 @@ class ClientMachine:
             if previous in self.records_asked:
                 return []
             self.records_asked.add(previous)
-            return [ReadRecords(previous, 1)]
+            return [ReadRecords(previous)]
         self.health_checked.add(current.step)
-        bad = unhealthy(view, records)
-        return [HealthCheck(current.step, tuple(bad))] if bad else []
+        bad = unhealthy(view, previous - 1, records)
+        return [HealthCheck(previous - 1, tuple(bad))] if bad else []
 
     def _drift(self) -> list[Action]:
         """Our weights against what a strict majority of a round's seats reported: leave on mismatch (the

@@ -42,7 +42,7 @@ class Result:
     batch_end: int
     commitment: bytes  # sha256 of the payload: also its blob id
     size: int
-    signature: bytes  # the trainer's node key over statements.result_statement(run, step, batch, commitment)
+    signature: bytes  # the trainer's node key over statements.result_statement(run, epoch, step, batch, commitment)
 
     @property
     def batch(self) -> tuple[int, int]:

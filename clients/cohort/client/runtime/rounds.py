@@ -146,9 +146,15 @@ class Decision:
 def decision(view: ChainView, step: int) -> Decision | None:
     """Step `step`'s applied set, once the chain fixed it: the decided root of the round that attests it
     (round step + 1), or nothing when that round ended undecided or never came (the epoch ended first).
-    None while it is still open; raises LookupError when the chain no longer holds that round."""
+    None while it is still open. A round that left the ring (NUM_ROUNDS) is read from the outcomes the chain
+    keeps (`Run.decisions`, DECISION_WINDOW rounds): a view may jump that far and still apply every step;
+    raises LookupError beyond that."""
     attesting = view.rounds.get(step + 1)
     run = view.run
+    if attesting is None or not attesting.stored:
+        kept, root = run.decided(step)
+        if kept:
+            return Decision(step, root)
     if attesting is not None and attesting.stored:
         if attesting.decided:
             return Decision(step, attesting.decided_root)
@@ -161,15 +167,24 @@ def decision(view: ChainView, step: int) -> Decision | None:
     return None
 
 
-def unhealthy(view: ChainView, records: tuple[WitnessRecord, ...]) -> list[int]:
-    """Clients the chain would drop now (its health rule): trained two rounds ago, still healthy, and left
-    out by a strict majority of the seats of the previous round (`records` are that round's)."""
-    if view.newest is None:
+def unhealthy(view: ChainView, step: int, records: tuple[WitnessRecord, ...]) -> list[int]:
+    """Clients the chain would drop for step `step` (its health rule, `coord_health_check`): they trained
+    in it, are still healthy, and the round after it (`records` are its seats') left them out: its decided
+    set when it decided (a seat's vote is its root with its bitmap), else a strict majority of the seats
+    that reported, a convicted member's record counting for nothing."""
+    trained, witnessed = view.rounds.get(step), view.rounds.get(step + 1)
+    if trained is None or not trained.stored or witnessed is None or not witnessed.stored:
         return []
-    trained = view.rounds.get(view.newest - 2)
-    if trained is None or not trained.stored:
-        return []
-    return [
-        c.index for c in view.run.clients
-        if c.healthy and trained.active(c.index) and sum(not r.saw(c.index) for r in records) >= view.quorum
-    ]  # fmt: skip
+    clients = view.run.clients
+    counted = [r for r in records if r.index >= len(clients) or clients[r.index].state != "Convicted"]
+    decided = None
+    if witnessed.decided:
+        votes = [(r.results_root, r.participants) for r in records]
+        decided = next((r for r, v in zip(records, votes, strict=True)
+                        if v[0] == witnessed.decided_root and votes.count(v) >= view.quorum), None)  # fmt: skip
+    def left_out(index: int) -> bool:
+        if decided is not None:
+            return not decided.saw(index)
+        return sum(not r.saw(index) for r in counted) >= view.quorum
+
+    return [c.index for c in clients if c.healthy and trained.active(c.index) and left_out(c.index)]

@@ -41,6 +41,8 @@ uint64_t coord_checkpoint(Run *run, const CoordEnv *env, const SolPubkey *signer
 uint64_t coord_vote_weights(Run *run, const CoordEnv *env, const SolPubkey *signer, const VoteWeightsArgs *args);
 /* Anyone may move a wallet's unclaimed points (*points) out of the registry, into its Points account. */
 uint64_t coord_settle_points(Run *run, const SolPubkey *wallet, uint64_t *points);
+/* Whether the registry holds an entry of this wallet. */
+bool coord_registered(const Run *run, const SolPubkey *wallet);
 /* Whether some registry entry still holds unclaimed points (close_run refuses then). */
 bool coord_points_unclaimed(const Run *run);
 /* A conviction: who, why, for which step; `forfeited` is filled with the unclaimed points it lost. */
@@ -78,9 +80,12 @@ uint64_t coord_witness_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]
 /* The position of epoch client `index` in the round's witness order (UINT64_MAX when it is not training). */
 uint64_t coord_witness_position(const Round *round, uint16_t index);
 /* The seat of epoch client `index` in the current round: its position when it is among the first
-   witness_nodes positions, in order, whose client is healthy (and not a persistent dissenter) or has
-   already witnessed; UINT64_MAX otherwise. A seat passes down the order only when its client is lost. */
+   witness_nodes positions, in order, whose client was healthy when the round started (and is not a
+   persistent dissenter); UINT64_MAX otherwise. Seats are fixed for the round: one whose client is lost
+   during it stays empty. */
 uint64_t coord_witness_seat(const Run *run, uint16_t index);
+/* Whether two witness records vote alike: the same results root with the same participants bitmap. */
+bool coord_same_vote(const Witness *a, const Witness *b);
 /* Trainers of a round in data order: out[k] = the epoch index of the k-th batch's trainer. Returns count. */
 uint64_t coord_trainer_order(const Round *round, uint16_t out[COORD_MAX_CLIENTS]);
 /* The round's batches in trainer order: [starts[k], ends[k]) is the k-th trainer's (coord_trainer_order),

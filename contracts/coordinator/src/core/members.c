@@ -8,6 +8,8 @@ uint64_t find_registry(const Run *run, const SolPubkey *signer) {
   return NOT_FOUND;
 }
 
+bool coord_registered(const Run *run, const SolPubkey *wallet) { return find_registry(run, wallet) != NOT_FOUND; }
+
 uint64_t find_epoch_client(const Run *run, const SolPubkey *signer) {
   for (uint64_t i = 0; i < run->epoch.clients_len && i < COORD_MAX_CLIENTS; i++)
     if (sol_pubkey_eq(&run->clients[i].signer, signer)) return i;
@@ -202,19 +204,41 @@ uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint
   return SUCCESS;
 }
 
-/* Drop clients the previous round's witnesses did not see. Witnesses of round h-1 attest the results of
-   round h-2, so a client is unhealthy when it trained in round h-2 and a strict majority of the seats
-   submitted a record that leaves it out: no minority of witnesses (one of two, a censor among three) can
-   evict anyone, and a seat that never reported counts for nobody. All listed clients must be unhealthy,
-   or nothing happens. */
+/* The participants bitmap of a decided round's decision: that of the records that decided it (a strict
+   majority of the seats voted the decided root with one bitmap; no other bitmap with that root can have
+   as many records). NULL when the round is undecided. */
+static const uint8_t *decided_participants(const Run *run, const Round *round, const Witness *records) {
+  if (!round->decided) return NULL;
+  uint16_t quorum = coord_witness_quorum(run->config.witness_nodes);
+  for (uint64_t w = 0; w < round->witnesses_len; w++) {
+    if (sol_memcmp(records[w].results_root, round->decided_root, 32) != 0) continue;
+    uint64_t same = 0;
+    for (uint64_t v = 0; v < round->witnesses_len; v++) same += coord_same_vote(&records[v], &records[w]);
+    if (same >= quorum) return records[w].participants;
+  }
+  return NULL;
+}
+
+/* Drop clients the witnesses of the round after `args->step` did not see (that round is over: the report
+   names the step it reports on, so it reads the records it was computed from even when a round started
+   since). When that round decided, health follows the decided set: a trainer of the step is unhealthy
+   exactly when the decision's bitmap leaves it out. Otherwise it is unhealthy when a strict majority of
+   the seats submitted a record that leaves it out: no minority of witnesses (one of two, a censor among
+   three) can evict anyone, and a seat that never reported, or whose member was convicted, counts for
+   nobody. All listed clients must be unhealthy, or nothing happens. */
 uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const HealthCheckArgs *args) {
   if (run->run_state != RUN_STATE_ROUND_TRAIN && run->run_state != RUN_STATE_ROUND_WITNESS) return ERR_INVALID_RUN_STATE;
   if (run->seed_pending) return ERR_SEED_PENDING;
   uint64_t me = find_epoch_client(run, signer);
   if (me == NOT_FOUND || run->clients[me].state != CLIENT_STATE_HEALTHY) return ERR_NOT_IN_EPOCH;
-  const Round *witnessed = coord_round_back(run, 1), *trained = coord_round_back(run, 2);
+  if (args->_pad != 0) return ERR_NON_CANONICAL;
+  uint64_t current_step = (uint64_t)run->epoch.start_step + coord_current_round(run)->height;
+  if ((uint64_t)args->step + 2 > current_step) return ERR_WRONG_STEP; /* the round attesting it is not over */
+  uint32_t back = (uint32_t)(current_step - args->step);
+  const Round *witnessed = coord_round_back(run, back - 1), *trained = coord_round_back(run, back);
   if (witnessed == NULL || trained == NULL) return ERR_INVALID_RUN_STATE;
-  const Witness *records = coord_round_records(run, 1);
+  const Witness *records = coord_round_records(run, back - 1);
+  const uint8_t *decided = decided_participants(run, witnessed, records);
   if (args->count == 0 || args->count > COORD_MAX_HEALTH_CHECKS) return ERR_INVALID_HEALTH_CHECK;
   /* unused indices are zero: one encoding per check */
   if (!bytes_are_zero((const uint8_t *)(args->indices + args->count), (COORD_MAX_HEALTH_CHECKS - args->count) * 2))
@@ -226,9 +250,14 @@ uint64_t coord_health_check(Run *run, const CoordEnv *env, const SolPubkey *sign
     if (index >= run->epoch.clients_len || coord_bit(listed, index)) return ERR_INVALID_HEALTH_CHECK;
     if (run->clients[index].state != CLIENT_STATE_HEALTHY || !coord_bit(trained->active_mask, index))
       return ERR_INVALID_HEALTH_CHECK;
-    uint64_t missed = 0;
-    for (uint64_t w = 0; w < witnessed->witnesses_len; w++) missed += !coord_bit(records[w].participants, index);
-    if (missed < quorum) return ERR_INVALID_HEALTH_CHECK;
+    if (decided != NULL) {
+      if (coord_bit(decided, index)) return ERR_INVALID_HEALTH_CHECK;
+    } else {
+      uint64_t missed = 0;
+      for (uint64_t w = 0; w < witnessed->witnesses_len; w++)
+        missed += run->clients[records[w].index].state != CLIENT_STATE_CONVICTED && !coord_bit(records[w].participants, index);
+      if (missed < quorum) return ERR_INVALID_HEALTH_CHECK;
+    }
     coord_set_bit(listed, index);
   }
   uint32_t height = coord_current_round(run)->height;

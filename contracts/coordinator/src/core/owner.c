@@ -36,6 +36,13 @@ uint64_t coord_update_config(Run *run, const CoordEnv *env, const RunConfig *con
   if (status == SUCCESS) status = coord_check_progress(progress, why);
   if (status == SUCCESS) status = coord_check_model_fits_config(&run->model, config, why);
   if (status != SUCCESS) return status;
+  /* While halted the current epoch number was never trained under (Cooldown's end moved it on). Result
+     statements name their epoch, so one that repeats would let a rewound step pair an honest member's old
+     statement with its new one as an equivocation proof. */
+  if (progress->epoch < run->progress.epoch) {
+    *why = "progress.epoch cannot go back (result statements name it)";
+    return ERR_PROGRESS_INVALID;
+  }
   if (SAME(&run->config, config) && SAME(&run->progress, progress)) return ERR_NO_CHANGE;
   run->config = *config;
   run->progress = *progress;

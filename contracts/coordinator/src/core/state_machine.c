@@ -257,6 +257,7 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   epoch->cold_start_epoch = cold_start;
   epoch->first_round = true;
   epoch->start_step = run->progress.step;
+  epoch->epoch = run->progress.epoch;
   epoch->start_timestamp = env->now;
   for (uint64_t r = 0; r < run->registry_len && epoch->clients_len < capacity; r++) {
     const RegistryEntry *entry = &run->registry[r];
@@ -284,6 +285,12 @@ void end_round(Run *run, const CoordEnv *env) {
   const Round *round = coord_current_round(run);
   const RunConfig *config = &run->config;
   epoch->first_round = false;
+  if (run->progress.step > 0) { /* its outcome outlives the round ring: a client that lags applies it */
+    StepDecision *kept = &epoch->decisions[(run->progress.step - 1) % COORD_DECISION_WINDOW];
+    kept->step = run->progress.step - 1;
+    kept->outcome = round->decided ? 1 : 2;
+    sol_memcpy(kept->root, round->decided_root, 32);
+  }
   run->progress.step++;
   if (round->witnesses_len == 0) {
     withdraw_all(run);

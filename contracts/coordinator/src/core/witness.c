@@ -37,6 +37,10 @@ uint64_t coord_warmup_witness(Run *run, const CoordEnv *env, const SolPubkey *si
   return SUCCESS;
 }
 
+/* The seats are fixed when the round starts: those of the first witness_nodes positions whose client was
+   healthy then (and not a persistent dissenter; dissents only move when a round ends). A member lost
+   during the round (exited_height is this round's) keeps its seat, empty: no seat passes down mid-round,
+   so a member cannot hand its seat on by getting itself dropped or convicted. */
 uint64_t coord_witness_seat(const Run *run, uint16_t index) {
   const Round *round = coord_current_round(run);
   uint16_t order[COORD_MAX_CLIENTS];
@@ -44,21 +48,30 @@ uint64_t coord_witness_seat(const Run *run, uint16_t index) {
   for (uint64_t p = 0; p < n && seats < run->config.witness_nodes; p++) {
     uint16_t c = order[p];
     const Client *client = &run->clients[c];
-    bool eligible = coord_bit(round->witnessed_mask, c) ||
-                    (client->state == CLIENT_STATE_HEALTHY && client->dissents < COORD_DISSENT_LIMIT);
-    if (!eligible) continue;
+    bool at_start = client->state == CLIENT_STATE_HEALTHY || client->exited_height == round->height;
+    if (!at_start || client->dissents >= COORD_DISSENT_LIMIT) continue;
     if (c == index) return p;
     seats++;
   }
   return NOT_FOUND;
 }
 
-/* How many records hold this results root (or, with roots == false, this weights digest). */
-static uint64_t votes_for(const Witness *records, uint64_t len, const Witness *ballot, bool roots) {
+/* A record votes for a results root together with its participants bitmap: the list the root hashes names
+   exactly those trainers, so honest seats with one root hold one bitmap, and a seat cannot vote the
+   decided root while leaving one of its trainers out (health follows the decided set). */
+bool coord_same_vote(const Witness *a, const Witness *b) {
+  return sol_memcmp(a->results_root, b->results_root, 32) == 0 &&
+         sol_memcmp(a->participants, b->participants, COORD_PARTICIPANT_BITMAP_LEN) == 0;
+}
+
+/* How many records vote as `ballot` does (or, with roots == false, report its weights digest). The record
+   of a convicted member counts for nothing: its seat is empty. */
+static uint64_t votes_for(const Run *run, const Witness *records, uint64_t len, const Witness *ballot, bool roots) {
   uint64_t votes = 0;
-  for (uint64_t w = 0; w < len; w++)
-    votes += roots ? sol_memcmp(records[w].results_root, ballot->results_root, 32) == 0
-                   : records[w].weights_digest == ballot->weights_digest;
+  for (uint64_t w = 0; w < len; w++) {
+    if (run->clients[records[w].index].state == CLIENT_STATE_CONVICTED) continue;
+    votes += roots ? coord_same_vote(&records[w], ballot) : records[w].weights_digest == ballot->weights_digest;
+  }
   return votes;
 }
 
@@ -72,7 +85,7 @@ static void decide(Run *run, const CoordEnv *env, const Witness *ballot, uint64_
   sol_memcpy(round->decided_root, ballot->results_root, 32);
   bool dissent = false;
   for (uint64_t w = 0; w < round->witnesses_len; w++) {
-    if (sol_memcmp(records[w].results_root, ballot->results_root, 32) == 0) continue;
+    if (coord_same_vote(&records[w], ballot)) continue;
     Client *c = &run->clients[records[w].index];
     if (c->dissents < 255) c->dissents++;
     dissent = true;
@@ -133,14 +146,14 @@ uint64_t coord_witness(Run *run, const CoordEnv *env, const SolPubkey *signer, c
   uint64_t quorum = coord_witness_quorum(run->config.witness_nodes);
   round->digest_votes = 0; /* the weights digest a strict majority reports, if one does (replicas compare) */
   for (uint64_t w = 0; w < round->witnesses_len && round->digest_votes == 0; w++) {
-    uint64_t digests = votes_for(records, round->witnesses_len, &records[w], false);
+    uint64_t digests = votes_for(run, records, round->witnesses_len, &records[w], false);
     if (digests >= quorum) {
       round->weights_digest = records[w].weights_digest;
       round->digest_votes = (uint16_t)digests;
     }
   }
   if (round->digest_votes == 0) round->weights_digest = 0;
-  uint64_t votes = votes_for(records, round->witnesses_len, &witness, true);
+  uint64_t votes = votes_for(run, records, round->witnesses_len, &witness, true);
   if (votes >= quorum) decide(run, env, &witness, votes);
   else tick_opportunistically(run, env);
   return SUCCESS;

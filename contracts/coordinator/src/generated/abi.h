@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 6
+#define COORD_VERSION 7
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -24,6 +24,7 @@
 #define COORD_MAX_VERIFIERS 3
 #define COORD_CHECK_WINDOW 32
 #define COORD_CHECK_SLOTS 16
+#define COORD_DECISION_WINDOW 8
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
 #define RUN_STATE_UNINITIALIZED 0
@@ -324,6 +325,19 @@ SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, trainer) == 4, "FailedCheck.tr
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, reporters) == 6, "FailedCheck.reporters");
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, opener) == 7, "FailedCheck.opener");
 
+/* What the round that attested `step` decided, kept once the round ended. */
+typedef struct {
+  uint32_t step;
+  uint8_t outcome;
+  uint8_t _pad[3];
+  uint8_t root[32];
+} StepDecision;
+SOL_STATIC_ASSERT(sizeof(StepDecision) == 40, "StepDecision layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecision, step) == 0, "StepDecision.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecision, outcome) == 4, "StepDecision.outcome");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecision, _pad) == 5, "StepDecision._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(StepDecision, root) == 8, "StepDecision.root");
+
 /* The witness records of one stored round. */
 typedef struct {
   Witness records[COORD_MAX_WITNESSES];
@@ -341,9 +355,11 @@ typedef struct {
   uint64_t members_nonce;
   uint8_t first_round;
   uint8_t cold_start_epoch;
-  uint8_t _pad[6];
+  uint8_t _pad[2];
+  uint32_t epoch;
+  StepDecision decisions[COORD_DECISION_WINDOW];
 } EpochState;
-SOL_STATIC_ASSERT(sizeof(EpochState) == 616, "EpochState layout");
+SOL_STATIC_ASSERT(sizeof(EpochState) == 936, "EpochState layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds) == 0, "EpochState.rounds");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 576, "EpochState.clients_len");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 580, "EpochState.rounds_head");
@@ -354,6 +370,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, members_nonce) == 600, "EpochSt
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 608, "EpochState.first_round");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 609, "EpochState.cold_start_epoch");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 610, "EpochState._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, epoch) == 612, "EpochState.epoch");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, decisions) == 616, "EpochState.decisions");
 
 typedef struct {
   SolPubkey signer;
@@ -388,7 +406,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, bytes_received) == 16, "Wi
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_loss) == 24, "WitnessMetadata.eval_loss");
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessMetadata, eval_tokens) == 28, "WitnessMetadata.eval_tokens");
 
-/* What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || step || this). */
+/* What a trainer signs with its node key for each result (RESULT_PROOF_PREFIX || run || epoch || step || this). */
 typedef struct {
   uint64_t batch_start;
   uint64_t batch_end;
@@ -431,7 +449,7 @@ typedef struct {
   CheckSeed check_seeds[COORD_CHECK_WINDOW];
   FailedCheck failed_checks[COORD_CHECK_SLOTS];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 63144, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 63464, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -446,21 +464,21 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 56, "Run.seed_slot");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_mask) == 64, "Run.next_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 96, "Run.seed_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 128, "Run.epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 744, "Run.witnesses");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 10984, "Run.clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38632, "Run.run_id");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38664, "Run.authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 38696, "Run.join_authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 38728, "Run.checkpointers");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 38984, "Run.metadata");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39384, "Run.config");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39448, "Run.model");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 39960, "Run.registry");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62488, "Run.registry_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62492, "Run._pad2");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62496, "Run.next_active");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62504, "Run.check_seeds");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63016, "Run.failed_checks");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 1064, "Run.witnesses");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11304, "Run.clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38952, "Run.run_id");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38984, "Run.authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 39016, "Run.join_authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 39048, "Run.checkpointers");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 39304, "Run.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39704, "Run.config");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39768, "Run.model");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 40280, "Run.registry");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62808, "Run.registry_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62812, "Run._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62816, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62824, "Run.check_seeds");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63336, "Run.failed_checks");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -613,12 +631,16 @@ SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, weights_digest) == 72, "Witnes
 SOL_STATIC_ASSERT(__builtin_offsetof(WitnessArgs, metadata) == 80, "WitnessArgs.metadata");
 
 typedef struct {
+  uint32_t step;
   uint16_t count;
+  uint16_t _pad;
   uint16_t indices[COORD_MAX_HEALTH_CHECKS];
 } HealthCheckArgs;
-SOL_STATIC_ASSERT(sizeof(HealthCheckArgs) == 66, "HealthCheckArgs layout");
-SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, count) == 0, "HealthCheckArgs.count");
-SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, indices) == 2, "HealthCheckArgs.indices");
+SOL_STATIC_ASSERT(sizeof(HealthCheckArgs) == 72, "HealthCheckArgs layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, step) == 0, "HealthCheckArgs.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, count) == 4, "HealthCheckArgs.count");
+SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, _pad) == 6, "HealthCheckArgs._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(HealthCheckArgs, indices) == 8, "HealthCheckArgs.indices");
 
 typedef struct {
   Checkpoint checkpoint;
@@ -833,6 +855,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reports) == 71, "CheckFailed.r
 #define IX_CLAIM_POINTS 0xac4ec409fc631a6aULL
 #define IX_SETTLE_POINTS 0xede374e3d4ca9d60ULL
 #define IX_CLOSE_POINTS 0x17599ca16db6de6cULL
+#define IX_CLOSE_ENDPOINT 0x20c55dfc895a3016ULL
 #define IX_CLOSE_JOIN_AUTHORIZATION 0x68978b3db63530e4ULL
 #define IX_TICK 0x0f3f5065082c4f5cULL
 #define IX_WARMUP_WITNESS 0x5e37163fe87ae8d3ULL
@@ -866,7 +889,7 @@ static const SolPubkey COORD_INSTRUCTIONS_SYSVAR_ID = {{0x06, 0xa7, 0xd5, 0x17, 
 static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c, 0x93, 0xfb, 0xbe, 0x12, 0xf9, 0x42, 0x8f, 0x83, 0x8d, 0x40, 0xff, 0x05, 0x70, 0x74, 0x49, 0x27, 0xf4, 0x8a, 0x64, 0xfc, 0xca, 0x70, 0x44, 0x80, 0x00, 0x00, 0x00}}; /* Ed25519SigVerify111111111111111111111111111 */
 #define COORD_JOIN_PROOF_PREFIX "cohort join v2"
 #define COORD_JOIN_PROOF_PREFIX_LEN 14
-#define COORD_RESULT_PROOF_PREFIX "cohort result v1"
+#define COORD_RESULT_PROOF_PREFIX "cohort result v2"
 #define COORD_RESULT_PROOF_PREFIX_LEN 16
 
 /* program errors (Anchor numbering) */

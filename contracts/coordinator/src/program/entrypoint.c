@@ -1,6 +1,7 @@
 /* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
    Every rule about runs lives in ../core; this file only knows Solana. */
 #include "accounts.h"
+#include "generated/ix_accounts.h"
 #include "endpoint.h"
 #include "idl.h"
 #include "pda.h"
@@ -162,14 +163,23 @@ static bool run_closed(const SolParameters *p, const SolAccountInfo *a) {
 /* [wallet, points, run]: once its run is closed a wallet may close its Points account and get the rent. */
 __attribute__((noinline)) static uint64_t close_points(SolParameters *p) {
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
-  TRY(need_accounts(p, 3));
-  SolAccountInfo *wallet = &p->ka[0], *account = &p->ka[1];
+  TRY(need_accounts(p, ACC_CLOSE_POINTS_COUNT));
+  SolAccountInfo *wallet = &p->ka[ACC_CLOSE_POINTS_WALLET], *account = &p->ka[ACC_CLOSE_POINTS_POINTS];
   TRY(check_signer(wallet));
   TRY(check_program_account(p, account, ACCOUNT_POINTS, POINTS_ACCOUNT_SIZE, true));
   const Points *points = (const Points *)(account->data + DISCRIMINATOR_LEN);
-  if (!sol_pubkey_eq(&points->wallet, wallet->key) || !sol_pubkey_eq(&points->run, p->ka[2].key)) return ERR_WRONG_PDA;
-  if (!run_closed(p, &p->ka[2])) return ERR_RUN_STILL_OPEN;
+  if (!sol_pubkey_eq(&points->wallet, wallet->key) || !sol_pubkey_eq(&points->run, p->ka[ACC_CLOSE_POINTS_RUN].key)) return ERR_WRONG_PDA;
+  if (!run_closed(p, &p->ka[ACC_CLOSE_POINTS_RUN])) return ERR_RUN_STILL_OPEN;
   return close_account(account, wallet);
+}
+
+/* [wallet, endpoint, run]: an Endpoint its wallet did not close with exit_run (the run was closed, or
+   pruned the wallet's registry entry) is closed by its wallet, which gets the rent. */
+__attribute__((noinline)) static uint64_t close_endpoint_ix(SolParameters *p) {
+  if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
+  TRY(need_accounts(p, 3));
+  TRY(check_signer(&p->ka[0]));
+  return close_stale_endpoint(p, run_closed(p, &p->ka[2]));
 }
 
 /* An Authorized run admits a wallet that holds an allowing JoinAuthorization for this run. */
@@ -248,7 +258,8 @@ __attribute__((noinline)) static uint64_t vote_weights(SolParameters *p) {
 }
 
 /* [user, run, slot_hashes, instructions sysvar]: two earlier Ed25519 instructions hold the accused's node
-   key signatures over two result statements of one step with different commitments. */
+   key signatures over two result statements of one step of this epoch (its number, which never repeats)
+   with different commitments. */
 __attribute__((noinline)) static uint64_t report_equivocation(SolParameters *p) {
   Run *run;
   CoordEnv env;
@@ -261,8 +272,9 @@ __attribute__((noinline)) static uint64_t report_equivocation(SolParameters *p) 
   if (args->step < run->epoch.start_step || args->step > run->progress.step) return ERR_WRONG_STEP;
   if (sol_memcmp(args->first.commitment, args->second.commitment, 32) == 0) return ERR_EQUIVOCATION_NOT_PROVEN;
   const SolPubkey *node = &run->clients[args->index].p2p_identity;
-  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, args->step, &args->first));
-  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, args->step, &args->second));
+  StatementWhen when = {run->epoch.epoch, args->step};
+  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, &when, &args->first));
+  TRY(check_result_statement(&p->ka[3], p->ka[1].key, node, &when, &args->second));
   Conviction conviction = {args->index, CONVICTION_REASON_EQUIVOCATION, args->step, 0};
   return changed(run, coord_convict(run, &env, &conviction));
 }
@@ -298,8 +310,9 @@ __attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
   uint64_t id_len;
   TRY(args_of(p, sizeof(*args), (const void **)&args));
   TRY(run_id_length(args->run_id, &id_len));
-  TRY(need_accounts(p, 5));
-  SolAccountInfo *payer = &p->ka[0], *authority = &p->ka[1], *run_account = &p->ka[2], *index = &p->ka[3];
+  TRY(need_accounts(p, ACC_INITIALIZE_RUN_COUNT));
+  SolAccountInfo *payer = &p->ka[ACC_INITIALIZE_RUN_PAYER], *authority = &p->ka[ACC_INITIALIZE_RUN_AUTHORITY],
+                 *run_account = &p->ka[ACC_INITIALIZE_RUN_RUN], *index = &p->ka[ACC_INITIALIZE_RUN_RUN_INDEX];
   TRY(check_signer(payer));
   TRY(check_signer(authority));
   if (!sol_pubkey_eq(run_account->owner, p->program_id)) return ERR_WRONG_ACCOUNT_OWNER;
@@ -307,11 +320,11 @@ __attribute__((noinline)) static uint64_t initialize_run(SolParameters *p) {
   if (!run_account->is_writable || !index->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
   if (sol_get_u64(run_account->data) != 0) return ERR_ALREADY_INITIALIZED;
   if (sol_pubkey_eq(run_account->key, index->key)) return ERR_DUPLICATE_ACCOUNT;
-  if (!sol_is_system_program(p->ka[4].key)) return ERR_WRONG_PROGRAM;
+  if (!sol_is_system_program(p->ka[ACC_INITIALIZE_RUN_SYSTEM_PROGRAM].key)) return ERR_WRONG_PROGRAM;
 
   SolSignerSeed seeds[3] = {{(const uint8_t *)RUN_SEED, sizeof(RUN_SEED) - 1}, {args->run_id, id_len}};
   uint8_t bump;
-  NewAccount new_index = {p, payer, index, &p->ka[4]};
+  NewAccount new_index = {p, payer, index, &p->ka[ACC_INITIALIZE_RUN_SYSTEM_PROGRAM]};
   TRY(create_pda_at(&new_index, seeds, 2, RUN_INDEX_ACCOUNT_SIZE, &bump));
 
   sol_put_u64(index->data, ACCOUNT_RUN_INDEX);
@@ -333,33 +346,34 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
   Run *run;
   TRY(args_of(p, sizeof(*args), (const void **)&args));
   if (args->allowed > 1) return ERR_INVALID_INSTRUCTION_DATA;
-  TRY(need_accounts(p, 4));
-  SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
+  TRY(need_accounts(p, ACC_SET_JOIN_AUTHORIZATION_COUNT));
+  SolAccountInfo *grantor = &p->ka[ACC_SET_JOIN_AUTHORIZATION_JOIN_AUTHORITY];
+  SolAccountInfo *auth_account = &p->ka[ACC_SET_JOIN_AUTHORIZATION_AUTHORIZATION];
   TRY(check_signer(grantor));
-  TRY(load_run(p, &p->ka[1], true, &run));
+  TRY(load_run(p, &p->ka[ACC_SET_JOIN_AUTHORIZATION_RUN], true, &run));
   if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   if (!auth_account->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
-  if (!sol_is_system_program(p->ka[3].key)) return ERR_WRONG_PROGRAM;
+  if (!sol_is_system_program(p->ka[ACC_SET_JOIN_AUTHORIZATION_SYSTEM_PROGRAM].key)) return ERR_WRONG_PROGRAM;
   bool existed = auth_account->data_len != 0;
   if (!existed) {
     if (!args->allowed) return ERR_NO_CHANGE; /* nothing granted, nothing to revoke */
     SolSignerSeed seeds[4] = {{(const uint8_t *)JOIN_SEED, sizeof(JOIN_SEED) - 1},
-                              {p->ka[1].key->x, SIZE_PUBKEY},
+                              {p->ka[ACC_SET_JOIN_AUTHORIZATION_RUN].key->x, SIZE_PUBKEY},
                               {args->grantee.x, SIZE_PUBKEY}};
     uint8_t bump;
-    NewAccount new_auth = {p, grantor, auth_account, &p->ka[3]};
+    NewAccount new_auth = {p, grantor, auth_account, &p->ka[ACC_SET_JOIN_AUTHORIZATION_SYSTEM_PROGRAM]};
     TRY(create_pda_at(&new_auth, seeds, 3, JOIN_AUTHORIZATION_ACCOUNT_SIZE, &bump));
     sol_put_u64(auth_account->data, ACCOUNT_JOIN_AUTHORIZATION);
     JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
     auth->bump = bump;
-    auth->run = *p->ka[1].key;
+    auth->run = *p->ka[ACC_SET_JOIN_AUTHORIZATION_RUN].key;
     auth->grantee = args->grantee;
     auth->join_authority = *grantor->key;
   } else {
     TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
   }
   JoinAuthorization *auth = (JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
-  if (!sol_pubkey_eq(&auth->run, p->ka[1].key) || !sol_pubkey_eq(&auth->grantee, &args->grantee)) return ERR_WRONG_PDA;
+  if (!sol_pubkey_eq(&auth->run, p->ka[ACC_SET_JOIN_AUTHORIZATION_RUN].key) || !sol_pubkey_eq(&auth->grantee, &args->grantee)) return ERR_WRONG_PDA;
   if (existed && auth->allowed == args->allowed) return ERR_NO_CHANGE;
   auth->allowed = args->allowed;
   if (!args->allowed && coord_withdraw_pending_join(run, &args->grantee)) run->nonce++;
@@ -371,18 +385,19 @@ __attribute__((noinline)) static uint64_t set_join_authorization(SolParameters *
    (recorded in it) may still close it. */
 __attribute__((noinline)) static uint64_t close_join_authorization(SolParameters *p) {
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
-  TRY(need_accounts(p, 3));
-  SolAccountInfo *grantor = &p->ka[0], *auth_account = &p->ka[2];
+  TRY(need_accounts(p, ACC_CLOSE_JOIN_AUTHORIZATION_COUNT));
+  SolAccountInfo *grantor = &p->ka[ACC_CLOSE_JOIN_AUTHORIZATION_JOIN_AUTHORITY];
+  SolAccountInfo *auth_account = &p->ka[ACC_CLOSE_JOIN_AUTHORIZATION_AUTHORIZATION];
   TRY(check_signer(grantor));
   TRY(check_program_account(p, auth_account, ACCOUNT_JOIN_AUTHORIZATION, JOIN_AUTHORIZATION_ACCOUNT_SIZE, true));
   const JoinAuthorization *auth = (const JoinAuthorization *)(auth_account->data + DISCRIMINATOR_LEN);
-  if (!sol_pubkey_eq(&auth->run, p->ka[1].key)) return ERR_WRONG_PDA;
-  if (run_closed(p, &p->ka[1])) {
+  if (!sol_pubkey_eq(&auth->run, p->ka[ACC_CLOSE_JOIN_AUTHORIZATION_RUN].key)) return ERR_WRONG_PDA;
+  if (run_closed(p, &p->ka[ACC_CLOSE_JOIN_AUTHORIZATION_RUN])) {
     if (!sol_pubkey_eq(grantor->key, &auth->join_authority)) return ERR_UNAUTHORIZED;
     return close_account(auth_account, grantor);
   }
   Run *run;
-  TRY(load_run(p, &p->ka[1], true, &run));
+  TRY(load_run(p, &p->ka[ACC_CLOSE_JOIN_AUTHORIZATION_RUN], true, &run));
   if (!sol_pubkey_eq(grantor->key, &run->join_authority)) return ERR_UNAUTHORIZED;
   if (coord_withdraw_pending_join(run, &auth->grantee)) run->nonce++;
   return close_account(auth_account, grantor);
@@ -393,8 +408,9 @@ __attribute__((noinline)) static uint64_t close_run(SolParameters *p) {
   Run *run;
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
   TRY(load_as_authority(p, &run));
-  TRY(need_accounts(p, 4));
-  SolAccountInfo *run_account = &p->ka[1], *index = &p->ka[2], *recipient = &p->ka[3];
+  TRY(need_accounts(p, ACC_CLOSE_RUN_COUNT));
+  SolAccountInfo *run_account = &p->ka[ACC_CLOSE_RUN_RUN], *index = &p->ka[ACC_CLOSE_RUN_RUN_INDEX],
+                 *recipient = &p->ka[ACC_CLOSE_RUN_RECIPIENT];
   TRY(check_program_account(p, index, ACCOUNT_RUN_INDEX, RUN_INDEX_ACCOUNT_SIZE, true));
   const RunIndex *run_index = (const RunIndex *)(index->data + DISCRIMINATOR_LEN);
   if (!sol_pubkey_eq(&run_index->run, run_account->key)) return ERR_WRONG_PDA;
@@ -434,6 +450,7 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_CLAIM_POINTS: return claim_points(&params);
     case IX_SETTLE_POINTS: return settle_points(&params);
     case IX_CLOSE_POINTS: return close_points(&params);
+    case IX_CLOSE_ENDPOINT: return close_endpoint_ix(&params);
     case IX_CLOSE_JOIN_AUTHORIZATION: return close_join_authorization(&params);
     case IX_TICK: return tick(&params);
     case IX_WARMUP_WITNESS: return warmup_witness(&params);

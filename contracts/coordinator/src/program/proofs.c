@@ -1,6 +1,7 @@
 /* Signed statements. A join names its node id (the iroh key results and points are attributed to); the
    node proves it holds that key with an Ed25519 program instruction earlier in the same transaction. A
-   trainer signs a statement for each result it publishes; two for one step are an equivocation proof.
+   trainer signs a statement for each result it publishes; two for one epoch and step are an equivocation
+   proof (the epoch never repeats, so a step the authority rewound pairs no old statement with a new one).
    The native program has verified every signature it lists by the time we run; what we check is that one
    of them is by this key, over this message, and that its offsets point into its own data: an Ed25519
    instruction may take its key, signature or message from another instruction, and then the bytes it
@@ -12,7 +13,7 @@
 #define ED25519_SIGNATURE_LEN 64
 #define THIS_INSTRUCTION 0xffff
 #define JOIN_PROOF_LEN (COORD_JOIN_PROOF_PREFIX_LEN + 2 * SIZE_PUBKEY + 8)
-#define RESULT_PROOF_LEN (COORD_RESULT_PROOF_PREFIX_LEN + SIZE_PUBKEY + 4 + 8 + 8 + 32)
+#define RESULT_PROOF_LEN (COORD_RESULT_PROOF_PREFIX_LEN + SIZE_PUBKEY + 4 + 4 + 8 + 8 + 32)
 #define ACCOUNT_META_LEN (1 + SIZE_PUBKEY) /* flags, key */
 
 static uint64_t get_u16(const uint8_t *p) { return (uint64_t)p[0] | (uint64_t)p[1] << 8; }
@@ -78,13 +79,14 @@ uint64_t check_node_key_proof(const SolAccountInfo *instructions, const SolPubke
 }
 
 uint64_t check_result_statement(const SolAccountInfo *instructions, const SolPubkey *run, const SolPubkey *node_key,
-                                uint32_t step, const ResultStatement *statement) {
+                                const StatementWhen *when, const ResultStatement *statement) {
   if (!sol_pubkey_eq(instructions->key, &COORD_INSTRUCTIONS_SYSVAR_ID)) return ERR_WRONG_SYSVAR;
   uint8_t message[RESULT_PROOF_LEN];
   uint8_t *at = message;
   sol_memcpy(at, COORD_RESULT_PROOF_PREFIX, COORD_RESULT_PROOF_PREFIX_LEN);
   sol_memcpy(at += COORD_RESULT_PROOF_PREFIX_LEN, run->x, SIZE_PUBKEY);
-  sol_put_u32(at += SIZE_PUBKEY, step);
+  sol_put_u32(at += SIZE_PUBKEY, when->epoch);
+  sol_put_u32(at += 4, when->step);
   sol_put_u64(at += 4, statement->batch_start);
   sol_put_u64(at += 8, statement->batch_end);
   sol_memcpy(at + 8, statement->commitment, 32);

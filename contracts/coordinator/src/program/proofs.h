@@ -11,7 +11,14 @@
 uint64_t check_node_key_proof(const SolAccountInfo *instructions, const SolPubkey *run, const SolPubkey *wallet,
                               const SolPubkey *node_key, uint64_t join_marker);
 
+/* The epoch and step a result statement names. */
+typedef struct {
+  uint32_t epoch;
+  uint32_t step;
+} StatementWhen;
+
 /* SUCCESS when an earlier Ed25519 instruction checks a signature by `node_key` over the result statement
-   "cohort result v1" || run || step (u32 LE) || batch_start || batch_end (u64 LE) || commitment. */
+   "cohort result v2" || run || epoch (u32 LE) || step (u32 LE) || batch_start || batch_end (u64 LE) ||
+   commitment. */
 uint64_t check_result_statement(const SolAccountInfo *instructions, const SolPubkey *run, const SolPubkey *node_key,
-                                uint32_t step, const ResultStatement *statement);
+                                const StatementWhen *when, const ResultStatement *statement);
