@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,11 @@ def test_a_second_program_deploys_and_answers_its_generated_types(workspace, con
     priced = workspace.cli("deploy", "--all", "--dry-run", "--no-build")
     assert priced.exit_code == 0, priced.output
     assert "deploying coordinator" in priced.output and "deploying greeter" in priced.output
+    as_json = workspace.cli("deploy", "--all", "--dry-run", "--no-build", "--json")
+    assert as_json.exit_code == 0, as_json.output
+    plans = json.loads(as_json.output)
+    assert [(p["program"], p["dry_run"]) for p in plans] == [("coordinator", True), ("greeter", True)]
+    assert all(p["needed"] > 0 and p["elf_size"] > 0 for p in plans)
 
     abi = generated_module(contracts / "greeter" / "greeter_abi.py")
     friend = Keypair().pubkey()

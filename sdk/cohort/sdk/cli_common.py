@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,14 @@ class one_line_errors:
         if isinstance(exc, CohortError):
             raise click.ClickException(str(exc)) from None
         return False
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+
+
+def echo_json(value: Any) -> None:
+    """A command's result as JSON on stdout (addresses and paths as strings)."""
+    click.echo(json.dumps(value, indent=2, default=str))
 
 
 def run(coroutine: Awaitable[T]) -> T:

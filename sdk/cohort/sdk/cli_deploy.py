@@ -8,6 +8,7 @@ or `--all`), and a command that needs its id says so.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import artifacts
-from .cli_common import Settings, chain_options, run
+from .cli_common import Settings, chain_options, echo_json, json_option, run
 from .config import PROGRAM_NAME, record_deployment
 from .errors import ConfigError
 from .wallet import sol
@@ -65,10 +66,11 @@ def chosen_programs(names: tuple[str, ...], everything: bool) -> list[str]:
 @click.option("--concurrency", type=click.IntRange(1, 64),
               help="Writes in flight to start with; halves whenever the cluster rate-limits. "
                    f"Default: {LOCAL_CONCURRENCY} on this machine, {REMOTE_CONCURRENCY} elsewhere.")  # fmt: skip
+@json_option
 @chain_options
 def deploy(settings: Settings, program_names: tuple[str, ...], all_programs: bool,
            program_keypair: Path | None, no_build: bool, dry_run: bool, close_buffers: bool,
-           concurrency: int | None) -> None:  # fmt: skip
+           concurrency: int | None, as_json: bool) -> None:  # fmt: skip
     """Deploy the coordinator program (or --program NAME, --all) to a cluster (localnet by default;
     --cluster devnet for devnet).
 
@@ -88,23 +90,31 @@ def deploy(settings: Settings, program_names: tuple[str, ...], all_programs: boo
                 return await close_all(rpc, payer)
 
         closed = run(close())
+        total = sum(b.lamports for b in closed)
+        if as_json:
+            echo_json({"wallet": payer.pubkey(), "refunded_lamports": total,
+                       "buffers": [{"address": b.address, "lamports": b.lamports} for b in closed]})  # fmt: skip
+            return
         for buffer in closed:
             click.echo(f"closed buffer {buffer.address} ({sol(buffer.lamports)})")
-        total = sum(b.lamports for b in closed)
         click.echo(f"closed {len(closed)} buffer(s) of {payer.pubkey()}, refunded {sol(total)}")
         return
 
     names = chosen_programs(program_names, all_programs)
     if program_keypair is not None and len(names) != 1:
         raise ConfigError("--program-keypair is one program's keypair: name that program with --program")
+    done = []
     for name in names:
         keypair_path = program_keypair or default_program_keypair(settings, name)
-        _deploy_one(settings, name, keypair_path, payer, console, no_build=no_build, dry_run=dry_run,
-                    concurrency=concurrency)  # fmt: skip
+        done.append(_deploy_one(settings, name, keypair_path, payer, console, no_build=no_build, dry_run=dry_run,
+                                concurrency=concurrency, quiet=as_json))  # fmt: skip
+    if as_json:
+        echo_json(done)
 
 
 def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, console: Console, *,
-                no_build: bool, dry_run: bool, concurrency: int | None) -> None:  # fmt: skip
+                no_build: bool, dry_run: bool, concurrency: int | None, quiet: bool = False) -> dict:  # fmt: skip
+    """Deploy (or plan) one program; what it did, as `--json` prints it (printed as lines unless `quiet`)."""
     from .deploy import deploy_program, plan_deploy_cost
 
     async def main():
@@ -127,8 +137,14 @@ def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, consol
 
     result = run(main())
     if dry_run:
-        _print_cost(settings, name, result, payer)
-        return
+        if not quiet:
+            _print_cost(settings, name, result, payer)
+        return {"program": name, "cluster": settings.cluster.name, "dry_run": True, **asdict(result),
+                "needed": result.needed, "spent": result.spent}  # lamports
+    saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id, name)
+    out = {"program": name, "cluster": settings.cluster.name, "dry_run": False, "saved_in": saved, **asdict(result)}
+    if quiet:
+        return out
     verb = "upgraded" if result.upgraded else "deployed"
     resumed = f", {result.writes_skipped} already written" if result.writes_skipped else ""
     click.echo(
@@ -141,8 +157,8 @@ def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, consol
                    f"writes in flight went down to {result.lowest_concurrency}{pace}")  # fmt: skip
     if result.refunded:
         click.echo(f"closed a buffer of an earlier, different ELF: refunded {sol(result.refunded)}")
-    saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id, name)
     click.echo(f"program id {result.program_id} (saved in {saved} [programs.{settings.cluster.name}])")
+    return out
 
 
 def _print_cost(settings: Settings, name: str, cost, payer) -> None:

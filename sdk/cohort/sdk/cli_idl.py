@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .cli_common import Settings, chain_options, run
+from .cli_common import Settings, chain_options, echo_json, json_option, run
 from .config import PROGRAM_NAME
 from .errors import ConfigError
 
@@ -28,7 +28,8 @@ def idl_group() -> None:
 @program_option
 @click.option("--idl", "idl_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="IDL JSON to publish. Default: the program's own (packaged) IDL.")  # fmt: skip
-def publish(settings: Settings, program: str, idl_path: Path | None) -> None:
+@json_option
+def publish(settings: Settings, program: str, idl_path: Path | None, as_json: bool) -> None:
     """Put the IDL on chain; the wallet must be the program's upgrade authority."""
     from . import artifacts, idl_account
 
@@ -44,7 +45,10 @@ def publish(settings: Settings, program: str, idl_path: Path | None) -> None:
             return await idl_account.publish(rpc, wallet, program_id, idl)
 
     done = run(body())
-    if done.unchanged:
+    if as_json:
+        echo_json({"program_id": program_id, "address": done.address, "unchanged": done.unchanged,
+                   "replaced": done.replaced, "compressed_bytes": done.compressed_bytes, "writes": done.writes})  # fmt: skip
+    elif done.unchanged:
         click.echo(f"the IDL at {done.address} is already this one ({done.compressed_bytes} bytes)")
     else:
         replaced = " (replacing the previous one)" if done.replaced else ""

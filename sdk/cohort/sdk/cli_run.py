@@ -11,18 +11,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .cli_common import Settings, chain_options, run
+from .cli_common import Settings, chain_options, echo_json, json_option, run
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .run_config import RunFile
 
 T = TypeVar("T")
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2))
 
 
 @click.group(name="run")
@@ -66,7 +62,7 @@ def example(demo: bool) -> None:
 @click.option(
     "--paused", is_flag=True, help="Leave the run paused (open it later with `run resume`)."
 )
-@_JSON
+@json_option
 @chain_options
 def create(settings: Settings, config: Path, paused: bool, as_json: bool) -> None:
     """Create a run from a CONFIG file (`cohort run example` prints a documented one); the wallet becomes
@@ -79,7 +75,7 @@ def create(settings: Settings, config: Path, paused: bool, as_json: bool) -> Non
 
     address = run(_with_client(settings, body))
     if as_json:
-        _echo_json({"run_id": run_file.run_id, "address": str(address), "open": not paused,
+        echo_json({"run_id": run_file.run_id, "address": str(address), "open": not paused,
                     "memory": _memory_json(run_file)})  # fmt: skip
         return
     state = "not open yet: `cohort run resume` opens it" if paused else "open for members"
@@ -118,7 +114,7 @@ def _memory_line(run_file: RunFile) -> str:
               help="Sequences per forward/backward on a member.")  # fmt: skip
 @click.option("--verification/--no-verification", default=True, show_default=True,
               help="Whether the run verifies results (members then keep what checks need).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@json_option
 def presets(vocab_size: int, max_seq_len: int, micro_batch_size: int, verification: bool, as_json: bool) -> None:
     """List the model presets with their parameters and the memory one member needs to train each; presets
     no single member can hold are marked."""
@@ -154,7 +150,7 @@ def presets(vocab_size: int, max_seq_len: int, micro_batch_size: int, verificati
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@_JSON
+@json_option
 @chain_options
 def update(settings: Settings, run_ref: str, config: Path, as_json: bool) -> None:
     """Apply CONFIG to RUN (metadata, config, model, checkpointers). The program only allows it while the
@@ -167,7 +163,7 @@ def update(settings: Settings, run_ref: str, config: Path, as_json: bool) -> Non
 
     sent = run(_with_client(settings, body))
     if as_json:
-        _echo_json({"run": run_ref, "updated": bool(sent)})
+        echo_json({"run": run_ref, "updated": bool(sent)})
     else:
         click.echo(f"updated run {run_ref}" if sent else f"run {run_ref} already matches {config}")
 
@@ -182,7 +178,7 @@ def _pause_command(paused: bool):
 
     @run_group.command(name=verb, help=doc)
     @click.argument("run_ref", metavar="RUN")
-    @_JSON
+    @json_option
     @chain_options
     def command(settings: Settings, run_ref: str, as_json: bool) -> None:
         authority = settings.keypair()
@@ -193,7 +189,7 @@ def _pause_command(paused: bool):
 
         state = run(_with_client(settings, body))
         if as_json:
-            _echo_json({"run_id": state.run_id, "address": str(state.address), "phase": str(state.state),
+            echo_json({"run_id": state.run_id, "address": str(state.address), "phase": str(state.state),
                         "pending_pause": state.pending_pause})  # fmt: skip
             return
         pending = " (takes effect when the current round ends)" if state.pending_pause else ""
@@ -217,7 +213,7 @@ async def _status(client, core, run_ref: str) -> dict[str, Any]:
 
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@json_option
 @chain_options
 def status(settings: Settings, run_ref: str, as_json: bool) -> None:
     """Show RUN: phase, epoch, step, time left, clients with health and role, witnesses, checkpoint, loss."""
@@ -231,7 +227,7 @@ def status(settings: Settings, run_ref: str, as_json: bool) -> None:
 
 
 @run_group.command(name="list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@json_option
 @chain_options
 def list_runs(settings: Settings, as_json: bool) -> None:
     """List the runs of the coordinator program on the cluster."""
@@ -297,7 +293,7 @@ def watch(
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--recipient", help="Who receives the rent (default: the wallet).")
-@_JSON
+@json_option
 @chain_options
 def close(settings: Settings, run_ref: str, recipient: str | None, as_json: bool) -> None:
     """Close a halted RUN and refund its rent (pause it first)."""
@@ -314,7 +310,7 @@ def close(settings: Settings, run_ref: str, recipient: str | None, as_json: bool
 
     run(_with_client(settings, body))
     if as_json:
-        _echo_json({"run": run_ref, "closed": True, "recipient": str(to or authority.pubkey())})
+        echo_json({"run": run_ref, "closed": True, "recipient": str(to or authority.pubkey())})
     else:
         click.echo(f"closed run {run_ref}")
 
@@ -329,7 +325,7 @@ def close(settings: Settings, run_ref: str, recipient: str | None, as_json: bool
     "--close", "close_account", is_flag=True,
     help="Revoke by closing the permission's account; its rent goes back to the join authority.",
 )  # fmt: skip
-@_JSON
+@json_option
 @chain_options
 def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: bool, close_account: bool,
               as_json: bool) -> None:  # fmt: skip
@@ -347,7 +343,7 @@ def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: boo
 
     state = run(_with_client(settings, body))
     if as_json:
-        _echo_json({"run_id": state.run_id, "wallet": str(grantee), "allowed": not (revoke or close_account),
+        echo_json({"run_id": state.run_id, "wallet": str(grantee), "allowed": not (revoke or close_account),
                     "account_closed": close_account, "join_policy": str(state.config.join_policy)})  # fmt: skip
         return
     done = "closed the authorization of" if close_account else "revoked" if revoke else "authorized"
@@ -369,7 +365,7 @@ def _wallet_address(text: str):
 @run_group.command()
 @click.argument("run_ref", metavar="RUN")
 @click.argument("wallet_address", metavar="WALLET", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+@json_option
 @chain_options
 def points(settings: Settings, run_ref: str, wallet_address: str | None, as_json: bool) -> None:
     """Show the reward points of WALLET (default: every wallet) in RUN: claimed ones (kept in the wallet's

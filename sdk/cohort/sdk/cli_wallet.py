@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
-from typing import Any
 
 import click
 from solders.pubkey import Pubkey
 
-from .cli_common import Settings, chain_options, one_line_errors, run
+from .cli_common import Settings, chain_options, echo_json, json_option, one_line_errors, run
 from .config import load_workspace, resolve_wallet
 from .errors import ConfigError, WalletError
 from .wallet import (
@@ -23,12 +21,8 @@ from .wallet import (
     sol,
 )
 
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 _WALLET_HELP = "Default: [provider] wallet, else the Solana CLI config's keypair_path, else ~/.config/solana/id.json."
 
-
-def _echo_json(value: dict[str, Any]) -> None:
-    click.echo(json.dumps(value, indent=2))
 
 
 def _secret(prompt: str, *, confirm: bool = False) -> str:
@@ -56,7 +50,7 @@ def wallet() -> None:
 @click.option("--bip39-passphrase", "ask_passphrase", is_flag=True,
               help="Ask for a BIP39 passphrase to protect the seed phrase with (as solana-keygen does); "
                    "read from stdin when it is not a terminal.")  # fmt: skip
-@_JSON
+@json_option
 def new(path: str | None, force: bool, word_count: str, ask_passphrase: bool, as_json: bool) -> None:
     """Create a new keypair file and print its address and its BIP39 seed phrase (`cohort wallet recover`
     and `solana-keygen recover` rebuild the keypair from it)."""
@@ -69,7 +63,7 @@ def new(path: str | None, force: bool, word_count: str, ask_passphrase: bool, as
         keypair = keypair_from_seed_phrase(phrase, passphrase)
         save_keypair(keypair, target, overwrite=force)
     if as_json:
-        _echo_json({"path": str(target), "address": str(keypair.pubkey()), "seed_phrase": phrase,
+        echo_json({"path": str(target), "address": str(keypair.pubkey()), "seed_phrase": phrase,
                     "bip39_passphrase": bool(passphrase)})  # fmt: skip
         return
     click.echo(f"wrote {target}")
@@ -86,7 +80,7 @@ def new(path: str | None, force: bool, word_count: str, ask_passphrase: bool, as
 @click.option("--bip39-passphrase", "ask_passphrase", is_flag=True,
               help="The seed phrase has a BIP39 passphrase: ask for it (the next line of stdin when it is "
                    "not a terminal).")  # fmt: skip
-@_JSON
+@json_option
 def recover(path: str | None, force: bool, ask_passphrase: bool, as_json: bool) -> None:
     """Rebuild a keypair file from its BIP39 seed phrase (asked for; one line of stdin when it is not a
     terminal), as `solana-keygen recover` does."""
@@ -99,7 +93,7 @@ def recover(path: str | None, force: bool, ask_passphrase: bool, as_json: bool) 
         keypair = keypair_from_seed_phrase(phrase, passphrase)
         save_keypair(keypair, target, overwrite=force)
     if as_json:
-        _echo_json({"path": str(target), "address": str(keypair.pubkey())})
+        echo_json({"path": str(target), "address": str(keypair.pubkey())})
         return
     click.echo(f"wrote {target}")
     click.echo(f"pubkey: {keypair.pubkey()}")
@@ -108,14 +102,14 @@ def recover(path: str | None, force: bool, ask_passphrase: bool, as_json: bool) 
 @wallet.command()
 @click.option("--wallet", "-k", "path", envvar="COHORT_WALLET", show_envvar=True,
               help=f"Keypair file. {_WALLET_HELP}")  # fmt: skip
-@_JSON
+@json_option
 def address(path: str | None, as_json: bool) -> None:
     """Print the wallet's address."""
     with one_line_errors():
         target = resolve_wallet(load_workspace(), path)
         pubkey = load_keypair(target).pubkey()
     if as_json:
-        _echo_json({"path": str(target), "address": str(pubkey)})
+        echo_json({"path": str(target), "address": str(pubkey)})
     else:
         click.echo(str(pubkey))
 
@@ -131,7 +125,7 @@ def _target(settings: Settings, address: str | None) -> Pubkey:
 
 @wallet.command()
 @click.argument("address", required=False)
-@_JSON
+@json_option
 @chain_options
 def balance(settings: Settings, address: str | None, as_json: bool) -> None:
     """Print the balance of ADDRESS (default: the wallet)."""
@@ -143,7 +137,7 @@ def balance(settings: Settings, address: str | None, as_json: bool) -> None:
 
     lamports = run(main())
     if as_json:
-        _echo_json({"address": str(target), "lamports": lamports, "sol": lamports / LAMPORTS_PER_SOL})
+        echo_json({"address": str(target), "lamports": lamports, "sol": lamports / LAMPORTS_PER_SOL})
     else:
         click.echo(sol(lamports))
 
@@ -151,7 +145,7 @@ def balance(settings: Settings, address: str | None, as_json: bool) -> None:
 @wallet.command()
 @click.argument("amount", type=float)
 @click.argument("address", required=False)
-@_JSON
+@json_option
 @chain_options
 def airdrop(settings: Settings, amount: float, address: str | None, as_json: bool) -> None:
     """Request AMOUNT SOL from the cluster's faucet for ADDRESS (default: the wallet).
@@ -170,7 +164,7 @@ def airdrop(settings: Settings, amount: float, address: str | None, as_json: boo
 
     signature, lamports = run(main())
     if as_json:
-        _echo_json({"address": str(target), "requested_lamports": requested, "signature": signature,
+        echo_json({"address": str(target), "requested_lamports": requested, "signature": signature,
                     "lamports": lamports, "sol": lamports / LAMPORTS_PER_SOL})  # fmt: skip
     else:
         click.echo(f"{target}: {sol(lamports)}")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import click
 
 from cohort.localnet.config import is_loopback
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
 
 
 @click.group("data")
@@ -25,8 +28,9 @@ def data_group() -> None:
 @click.option("--vocab-size", type=int, help="Refuse a tokenizer whose vocabulary differs (the run's).")
 @click.option("--text-column", default="text", show_default=True,
               help="The column (or JSON field) holding each row's text, for parquet/arrow/jsonl sources.")
+@_JSON
 def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fraction: float,
-                    shard_tokens: int, vocab_size: int | None, text_column: str) -> None:
+                    shard_tokens: int, vocab_size: int | None, text_column: str, as_json: bool) -> None:
     """Tokenize SOURCE into shards with an index and a manifest hash. SOURCE: a text file, a directory
     of text files, kjv/pydoc, parquet/arrow/jsonl shards (a file or a directory of them: each row's
     --text-column is a document), or a Hub dataset hf://datasets/OWNER/NAME[@REVISION][/PATH]."""
@@ -48,6 +52,10 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
                              shard_tokens=shard_tokens, progress=bar.update, text_column=text_column)
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps({"path": str(result.path), "tokens": result.n_tokens, "shards": result.shards,
+                               "manifest_hash": result.manifest_hash.hex()}, indent=2))  # fmt: skip
+        return
     click.echo(f"{result.n_tokens} tokens in {result.shards} shards at {result.path}")
     click.echo(f"manifest hash {result.manifest_hash.hex()}")
 
@@ -56,7 +64,8 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
 @click.argument("source")
 @click.option("--vocab-size", required=True, type=int, help="Tokens, end-of-text included.")
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="tokenizer.json to write.")
-def train_tokenizer_command(source: str, vocab_size: int, out: Path) -> None:
+@_JSON
+def train_tokenizer_command(source: str, vocab_size: int, out: Path, as_json: bool) -> None:
     """Train a byte-level BPE on SOURCE (what `data prepare` reads: text, kjv/pydoc, or shards), offline."""
     from .prepare import pieces, source_texts
     from .shards import DataError
@@ -71,6 +80,9 @@ def train_tokenizer_command(source: str, vocab_size: int, out: Path) -> None:
         raise click.ClickException(str(e)) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.inner.save(str(out))
+    if as_json:
+        click.echo(json.dumps({"path": str(out), "vocab_size": tokenizer.vocab_size}, indent=2))
+        return
     click.echo(f"{tokenizer.vocab_size}-token BPE written to {out}")
 
 
