@@ -14,7 +14,7 @@ vocabulary, 256 tokens a step (one sequence), the example run's DisTrO settings 
 The algorithm itself needs 12 B/param (fp32 weights, gradients, momentum).
 
 With --ranks N > 1 the member is a `ShardedReplica` (FSDP2 over N gloo ranks on this machine, a fresh
-process a rank; verification "off" only: a sharded member commits its state but does not check others yet). Rank 0 drives the same phases;
+process a rank; "on": it commits its state every step and checks a step on its shards). Rank 0 drives the same phases;
 every rank measures its own peaks, each printed in bytes per parameter of the *whole* model (an ideal split
 of 12 B/param over 2 ranks shows ~6 a rank). A rank other than 0 runs `serve_rank` and sees no phases, only
 the ops rank 0 broadcasts (the benchmark listens on torch.distributed.broadcast_object_list): its build is
@@ -162,7 +162,8 @@ def child(size: str, verified: bool, lean: bool = False) -> dict:
             "bytes_per_param": {k: v / params for k, v in phases.items()}, "seconds": seconds}  # fmt: skip
 
 
-def rank_child(size: str, rank: int, world: int, port: int, timeout: float) -> dict:
+def rank_child(size: str, rank: int, world: int, port: int, timeout: float, verified: bool = False,
+               lean: bool = False) -> dict:
     """One rank of a member sharded over `world` processes: its peaks (bytes above its import baseline) and
     seconds, per phase (rank 0) or per op heard (the others); rank 0 adds the whole model's parameter count."""
     from datetime import timedelta
@@ -191,6 +192,10 @@ def rank_child(size: str, rank: int, world: int, port: int, timeout: float) -> d
         peak(name, started)
         return out
 
+    if lean:  # what `cohort train --lean-memory` does on every rank before it builds
+        from cohort.client.runtime.memory import return_freed_memory
+
+        return_freed_memory()
     _reset_peak()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout))  # fmt: skip
@@ -199,15 +204,30 @@ def rank_child(size: str, rank: int, world: int, port: int, timeout: float) -> d
         if rank == 0:
             member = phase("build", sharded.ShardedReplica, spec, seed=1, device="cpu")
             params = sum(p.numel() for p in member.model.parameters())  # the whole model (a meta view)
-            member.start_epoch(0, cold=False)
+            member.start_epoch(0, cold=False, verified=verified)
+            states, payloads = {}, {}
             for step in range(STEPS):
                 out = phase("train", member.train, step, step, step + 1)
+                states[step], payloads[step] = out.state, out.payload
                 result = member.codec.decode(out.payload).result
                 others = [
                     member.codec.encode(replace(result, batch=BatchId(100 + i, 101 + i)))
                     for i in range(RESULTS - 1)
                 ]
                 phase("apply", member.apply, step, [out.payload, *others])
+            if verified:  # one real check on the ranks' shards, from parts on disk as the runtime keeps them
+                from cohort.client.verify.sample import PartsOnDisk
+
+                s, seed = STEPS - 1, b"a check seed"
+                manifests = [states[s - 1].manifest.encode(), states[s].manifest.encode()]
+                wanted = set(member.check_parts(seed, *manifests))
+                fetched = PartsOnDisk(member.scratch / "check.parts")
+                for h, part in (states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)).items():
+                    fetched.add(h, part)
+                verdict = phase("check", member.verify_step, s, payloads[s], payloads[s - 1], seed, manifests[0],
+                                fetched, manifests[1], fetched)  # fmt: skip
+                fetched.close()
+                assert verdict is not None and verdict.passed, verdict
             member.close()
         else:
             # serve_rank shows no phases: listen to the ops it hears. Between two entries into the broadcast
@@ -245,7 +265,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(size: str, world: int, timeout: float) -> list[dict]:
+def run_ranks(size: str, world: int, timeout: float, verified: bool = False, lean: bool = False) -> list[dict]:
     """Start the `world` ranks of a member, each a fresh process, and collect what each measured; any rank's
     failure or the timeout ends them all."""
     port, deadline = _free_port(), time.monotonic() + timeout
@@ -257,7 +277,8 @@ def run_ranks(size: str, world: int, timeout: float) -> list[dict]:
                 with out.open("w") as o, err.open("w") as e:
                     ranks.append(subprocess.Popen(
                         [sys.executable, __file__, "--rank-child", size, str(r), str(world), str(port),
-                         "--timeout", str(timeout)], stdout=o, stderr=e, text=True))  # fmt: skip
+                         "--timeout", str(timeout), "--modes", "on" if verified else "off",
+                         *(["--lean-memory"] if lean else [])], stdout=o, stderr=e, text=True))  # fmt: skip
             while any(rank.poll() is None for rank in ranks):
                 failed = [r for r, rank in enumerate(ranks) if rank.returncode not in (None, 0)]
                 if failed:
@@ -290,7 +311,7 @@ def main() -> None:
                         help="as `cohort train --lean-memory`: activations recomputed in the backward, freed memory "
                              "given back at once")
     parser.add_argument("--ranks", type=int, default=1, metavar="N",
-                        help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks, mode off)")
+                        help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks)")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="with --ranks N > 1: how long a size's ranks may run before they are ended")
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
@@ -301,7 +322,8 @@ def main() -> None:
         return
     if args.rank_child:
         size, rank, world, port = args.rank_child
-        print(json.dumps(rank_child(size, int(rank), int(world), int(port), args.timeout)))
+        print(json.dumps(rank_child(size, int(rank), int(world), int(port), args.timeout, args.modes == ["on"],
+                                    args.lean_memory)))
         return
     if args.ranks < 1:
         parser.error("--ranks must be at least 1")
@@ -327,31 +349,31 @@ def main() -> None:
 
 
 def sharded_table(args: argparse.Namespace) -> None:
-    """The member over args.ranks processes: one row a rank, in bytes per parameter of the whole model."""
+    """The member over args.ranks processes: one row a rank, in bytes per parameter of the whole model. A rank
+    other than 0 names its peaks by the ops it heard: its train is `train` and `send_momentum` (its rows of
+    the committed state), its check is `replay`."""
     nan = float("nan")
-    if "on" in args.modes:
-        print('verification "on" is measured for one-process members only (a sharded member commits its state '
-              'but does not check others yet): only "off" runs')  # fmt: skip
-    if args.lean_memory:
-        print("--lean-memory is not supported by a sharded member: its ranks run without it")
-    if "off" not in args.modes:
-        return
     print(f"{'model':>6} {'params':>13} {'verif.':>6} {'ranks':>5} {'':6} | {'build':>6} {'train':>6} "
-          f"{'apply':>6} | peak B/param of the whole model (above imports) | train s  apply s")  # fmt: skip
+          f"{'apply':>6} {'check':>6} | peak B/param of the whole model (above imports) | train s  apply s  "
+          f"check s")  # fmt: skip
     for size in args.sizes:
-        try:
-            ranks = run_ranks(size, args.ranks, args.timeout)
-        except RuntimeError as e:
-            print(f"{size:>6} {'off':>6} {args.ranks:>5}: failed: {e}", flush=True)
-            continue
-        params = ranks[0]["params"]
-        for r in ranks:
-            b = {k: v / params for k, v in r["bytes"].items()}
-            t = r["seconds"]
-            print(f"{size:>6} {params:>13,} {'off':>6} {args.ranks:>5} rank {r['rank']:<1} | "
-                  f"{b.get('build', nan):6.1f} {b.get('train', nan):6.1f} {b.get('apply', nan):6.1f} | "
-                  f"peak {max(b.values()):5.1f} | {t.get('train', nan):7.2f} {t.get('apply', nan):8.2f}",
-                  flush=True)  # fmt: skip
+        for mode in args.modes:
+            try:
+                ranks = run_ranks(size, args.ranks, args.timeout, mode == "on", args.lean_memory)
+            except RuntimeError as e:
+                print(f"{size:>6} {mode:>6} {args.ranks:>5}: failed: {e}", flush=True)
+                continue
+            params = ranks[0]["params"]
+            for r in ranks:
+                b = {k: v / params for k, v in r["bytes"].items()}
+                t = r["seconds"]
+                train = max(b.get("train", nan), b.get("send_momentum", 0.0))
+                check = b.get("check", b.get("replay", nan))
+                seconds = t.get("check", t.get("replay", nan))
+                print(f"{size:>6} {params:>13,} {mode:>6} {args.ranks:>5} rank {r['rank']:<1} | "
+                      f"{b.get('build', nan):6.1f} {train:6.1f} {b.get('apply', nan):6.1f} {check:6.1f} | "
+                      f"peak {max(b.values()):5.1f} | {t.get('train', nan):7.2f} {t.get('apply', nan):8.2f} "
+                      f"{seconds:8.2f}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
