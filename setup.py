@@ -80,8 +80,11 @@ setup(
     packages=packages,
     package_dir=package_dir,
     # files beside the code: the explorer's pages, the mini C SDK's headers
-    package_data={"cohort.sdk.explorer": ["static/*"], "cohort.sdk": ["configs/*.toml"],
-                  "cohort.sbf": ["include/*.h", "include/*/*.h"]},
+    package_data={
+        "cohort.sdk.explorer": ["static/*"],
+        "cohort.sdk": ["configs/*.toml"],
+        "cohort.sbf": ["include/*.h", "include/*/*.h"],
+    },
     cmdclass={"build_py": BuildWithArtifacts},
     distclass=PlatformDistribution,
 )

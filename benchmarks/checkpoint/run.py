@@ -58,7 +58,9 @@ def bench(preset: str, repeats: int, root: Path) -> dict[str, float]:
     p = MODEL_PRESETS[preset]
     model = build_model(config_for(p.architecture, p.hf_config, vocab_size=256, max_seq_len=512))
     params = sum(t.numel() for t in model.parameters())
-    rows: dict[str, list[float]] = {k: [] for k in ("snapshot", "write", "hash", "load", "load_weights", "p2p")}
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("snapshot", "write", "hash", "load", "load_weights", "p2p")
+    }
     size = 0
     for r in range(repeats):
         t, snap = timed(lambda r=r: snapshot(model, run_id="bench", step=r, epoch=0))
@@ -67,7 +69,9 @@ def bench(preset: str, repeats: int, root: Path) -> dict[str, float]:
         rows["write"].append(t)
         size = sum(f.stat().st_size for f in info.path.iterdir())
         rows["hash"].append(timed(lambda info=info: manifest_hash(info.path))[0])
-        rows["load"].append(timed(lambda info=info: load_checkpoint(info.path, info.manifest_hash))[0])
+        rows["load"].append(
+            timed(lambda info=info: load_checkpoint(info.path, info.manifest_hash))[0]
+        )
         rows["load_weights"].append(
             timed(lambda info=info: load_weights(model, info.path, info.manifest_hash))[0]
         )
@@ -82,17 +86,24 @@ def bench(preset: str, repeats: int, root: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["llama-tiny", "deepseek-tiny", "llama-20m"])
+    parser.add_argument(
+        "--presets", nargs="+", default=["llama-tiny", "deepseek-tiny", "llama-20m"]
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'preset':<15}{'params':>9}{'size':>10}{'snapshot':>10}{'write':>8}{'hash':>8}"
-          f"{'load':>8}{'load_w':>8}{'p2p':>8}   (seconds, medians of {args.repeats})")
+    print(
+        f"{'preset':<15}{'params':>9}{'size':>10}{'snapshot':>10}{'write':>8}{'hash':>8}"
+        f"{'load':>8}{'load_w':>8}{'p2p':>8}   (seconds, medians of {args.repeats})"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for preset in args.presets:
             m = bench(preset, args.repeats, Path(tmp))
-            print(f"{preset:<15}{m['params_m']:>8.2f}M{m['size_mib']:>7.1f}MiB{m['snapshot']:>10.3f}"
-                  f"{m['write']:>8.3f}{m['hash']:>8.3f}{m['load']:>8.3f}{m['load_weights']:>8.3f}"
-                  f"{m['p2p']:>8.3f}", flush=True)
+            print(
+                f"{preset:<15}{m['params_m']:>8.2f}M{m['size_mib']:>7.1f}MiB{m['snapshot']:>10.3f}"
+                f"{m['write']:>8.3f}{m['hash']:>8.3f}{m['load']:>8.3f}{m['load_weights']:>8.3f}"
+                f"{m['p2p']:>8.3f}",
+                flush=True,
+            )
     sys.exit(0)
 
 

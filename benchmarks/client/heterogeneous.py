@@ -45,7 +45,11 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
             delay = int(args.link)
             fast = Link(delay_ms=delay, rate_mbit=50, loss=0.001)
             slow = Link(delay_ms=SLOWDOWN * delay, rate_mbit=50, loss=0.001)
-            nodes = {"rpc": fast, **{f"c{i}": fast for i in range(args.clients - 1)}, f"c{args.clients - 1}": slow}
+            nodes = {
+                "rpc": fast,
+                **{f"c{i}": fast for i in range(args.clients - 1)},
+                f"c{args.clients - 1}": slow,
+            }
             placement = WanBed(nodes)
             placement.__enter__()
         try:
@@ -54,11 +58,20 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
                                   epoch_time=args.epoch_seconds, max_round_train_time=30, warmup_time=30,
                                   init_min_clients=args.clients, min_clients=args.clients - 1,
                                   num_parameters=0, max_share_ratio=ratio, pipeline_depth=args.depth)  # fmt: skip
-            extra = ("--synthetic", "--synthetic-seconds", str(args.synthetic)) if args.synthetic else ()
-            async with LocalRun(config=config, root=root, placement=placement, trainer_args=extra) as lr:
+            extra = (
+                ("--synthetic", "--synthetic-seconds", str(args.synthetic))
+                if args.synthetic
+                else ()
+            )
+            async with LocalRun(
+                config=config, root=root, placement=placement, trainer_args=extra
+            ) as lr:
                 slowest = args.clients - 1
                 trainers = await lr.start_members(
-                    args.clients, options=lambda i: {"extra": ("--slowdown", str(SLOWDOWN))} if i == slowest else {}
+                    args.clients,
+                    options=lambda i: (
+                        {"extra": ("--slowdown", str(SLOWDOWN))} if i == slowest else {}
+                    ),
                 )
                 start = await lr.wait_for(lambda r: r.progress.epoch == 1 and r.state.value == "RoundTrain",
                                           60 + 3 * args.epoch_seconds, "epoch 1")  # fmt: skip
@@ -69,12 +82,22 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
                 if problems:
                     raise SystemExit(f"the run failed: {problems}")
                 fastest = trainers[0]
-                applied = {e["step"]: e["t"] for e in fastest.events("applied") if skip <= e["step"] <= skip + args.rounds}
+                applied = {
+                    e["step"]: e["t"]
+                    for e in fastest.events("applied")
+                    if skip <= e["step"] <= skip + args.rounds
+                }
                 seconds = (applied[skip + args.rounds] - applied[skip]) / args.rounds
                 shares = {c.signer: c.share for c in state.clients}
-                slow_share = shares[trainers[-1].wallet.pubkey()] / statistics.median(shares.values())
-                slow_batch = [e["batch"] for e in trainers[-1].events("trained") if e["step"] > skip]
-                slow_compute = [e["seconds"] for e in trainers[-1].events("trained") if e["step"] > skip]
+                slow_share = shares[trainers[-1].wallet.pubkey()] / statistics.median(
+                    shares.values()
+                )
+                slow_batch = [
+                    e["batch"] for e in trainers[-1].events("trained") if e["step"] > skip
+                ]
+                slow_compute = [
+                    e["seconds"] for e in trainers[-1].events("trained") if e["step"] > skip
+                ]
                 fast_compute = [e["seconds"] for e in fastest.events("trained") if e["step"] > skip]
                 return {
                     "step": seconds,
@@ -91,7 +114,11 @@ async def measure(args: argparse.Namespace, ratio: int) -> dict[str, float]:
 
 async def main(args: argparse.Namespace) -> None:
     console = Console()
-    link = "loopback" if args.link == "none" else f"{args.link} ms one way, the slow client {SLOWDOWN * int(args.link)} ms"
+    link = (
+        "loopback"
+        if args.link == "none"
+        else f"{args.link} ms one way, the slow client {SLOWDOWN * int(args.link)} ms"
+    )
     trainer = f"synthetic, {args.synthetic:g} s a sequence" if args.synthetic else args.preset
     table = Table(title=f"{args.clients} clients ({link}), one with 1/{SLOWDOWN} of the compute; "
                         f"{trainer}, {args.batch}×{args.seq} tokens a step, pipeline depth {args.depth}")  # fmt: skip
@@ -117,7 +144,14 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--epoch-seconds", type=int, default=60)
     parser.add_argument("--link", default="40", choices=["none", "10", "20", "40"])
-    parser.add_argument("--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth")
-    parser.add_argument("--synthetic", type=float, default=0.0, metavar="SECONDS",
-                        help="the synthetic trainer, SECONDS of emulated compute per sequence (0: real training)")
+    parser.add_argument(
+        "--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth"
+    )
+    parser.add_argument(
+        "--synthetic",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="the synthetic trainer, SECONDS of emulated compute per sequence (0: real training)",
+    )
     asyncio.run(main(parser.parse_args()))

@@ -127,7 +127,9 @@ def child(size: str, verified: bool, lean: bool = False) -> dict:
         from cohort.client.runtime.memory import return_freed_memory
 
         return_freed_memory()
-    replica = phase("build", trainer_module.LocalReplica, spec, seed=1, activation_checkpointing=lean)
+    replica = phase(
+        "build", trainer_module.LocalReplica, spec, seed=1, activation_checkpointing=lean
+    )
     params = sum(p.numel() for p in replica.model.parameters())
     replica.start_epoch(0, cold=False, verified=verified)
     states: dict[
@@ -162,8 +164,15 @@ def child(size: str, verified: bool, lean: bool = False) -> dict:
             "bytes_per_param": {k: v / params for k, v in phases.items()}, "seconds": seconds}  # fmt: skip
 
 
-def rank_child(size: str, rank: int, world: int, port: int, timeout: float, verified: bool = False,
-               lean: bool = False) -> dict:
+def rank_child(
+    size: str,
+    rank: int,
+    world: int,
+    port: int,
+    timeout: float,
+    verified: bool = False,
+    lean: bool = False,
+) -> dict:
     """One rank of a member sharded over `world` processes: its peaks (bytes above its import baseline) and
     seconds, per phase (rank 0) or per op heard (the others); rank 0 adds the whole model's parameter count."""
     from datetime import timedelta
@@ -203,7 +212,9 @@ def rank_child(size: str, rank: int, world: int, port: int, timeout: float, veri
     try:
         if rank == 0:
             member = phase("build", sharded.ShardedReplica, spec, seed=1, device="cpu")
-            params = sum(p.numel() for p in member.model.parameters())  # the whole model (a meta view)
+            params = sum(
+                p.numel() for p in member.model.parameters()
+            )  # the whole model (a meta view)
             member.start_epoch(0, cold=False, verified=verified)
             states, payloads = {}, {}
             for step in range(STEPS):
@@ -215,14 +226,18 @@ def rank_child(size: str, rank: int, world: int, port: int, timeout: float, veri
                     for i in range(RESULTS - 1)
                 ]
                 phase("apply", member.apply, step, [out.payload, *others])
-            if verified:  # one real check on the ranks' shards, from parts on disk as the runtime keeps them
+            if (
+                verified
+            ):  # one real check on the ranks' shards, from parts on disk as the runtime keeps them
                 from cohort.client.verify.sample import PartsOnDisk
 
                 s, seed = STEPS - 1, b"a check seed"
                 manifests = [states[s - 1].manifest.encode(), states[s].manifest.encode()]
                 wanted = set(member.check_parts(seed, *manifests))
                 fetched = PartsOnDisk(member.scratch / "check.parts")
-                for h, part in (states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)).items():
+                for h, part in (
+                    states[s - 1].read_parts(wanted) | states[s].read_parts(wanted)
+                ).items():
                     fetched.add(h, part)
                 verdict = phase("check", member.verify_step, s, payloads[s], payloads[s - 1], seed, manifests[0],
                                 fetched, manifests[1], fetched)  # fmt: skip
@@ -256,7 +271,14 @@ def rank_child(size: str, rank: int, world: int, port: int, timeout: float, veri
         dist.barrier()  # nobody tears the group down while another rank still talks (a failed rank just exits)
     finally:
         dist.destroy_process_group()
-    return {"size": size, "rank": rank, "world": world, "params": params, "bytes": phases, "seconds": seconds}
+    return {
+        "size": size,
+        "rank": rank,
+        "world": world,
+        "params": params,
+        "bytes": phases,
+        "seconds": seconds,
+    }
 
 
 def _free_port() -> int:
@@ -265,7 +287,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(size: str, world: int, timeout: float, verified: bool = False, lean: bool = False) -> list[dict]:
+def run_ranks(
+    size: str, world: int, timeout: float, verified: bool = False, lean: bool = False
+) -> list[dict]:
     """Start the `world` ranks of a member, each a fresh process, and collect what each measured; any rank's
     failure or the timeout ends them all."""
     port, deadline = _free_port(), time.monotonic() + timeout
@@ -283,7 +307,9 @@ def run_ranks(size: str, world: int, timeout: float, verified: bool = False, lea
                 failed = [r for r, rank in enumerate(ranks) if rank.returncode not in (None, 0)]
                 if failed:
                     last = logs[failed[0]][1].read_text().strip().splitlines()[-1:]
-                    raise RuntimeError(f"rank {failed[0]} exited with {ranks[failed[0]].returncode}: {last}")
+                    raise RuntimeError(
+                        f"rank {failed[0]} exited with {ranks[failed[0]].returncode}: {last}"
+                    )
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"timed out after {timeout:.0f} s")
                 time.sleep(0.2)
@@ -307,23 +333,49 @@ def main() -> None:
         "--sizes", nargs="+", default=["10m", "100m", "400m"], choices=sorted(SHAPES)
     )
     parser.add_argument("--modes", nargs="+", default=["off", "on"], choices=["off", "on"])
-    parser.add_argument("--lean-memory", action="store_true",
-                        help="as `cohort train --lean-memory`: activations recomputed in the backward, freed memory "
-                             "given back at once")
-    parser.add_argument("--ranks", type=int, default=1, metavar="N",
-                        help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks)")
-    parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
-                        help="with --ranks N > 1: how long a size's ranks may run before they are ended")
+    parser.add_argument(
+        "--lean-memory",
+        action="store_true",
+        help="as `cohort train --lean-memory`: activations recomputed in the backward, freed memory "
+        "given back at once",
+    )
+    parser.add_argument(
+        "--ranks",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes the member spans (N > 1: a ShardedReplica over N gloo ranks)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="with --ranks N > 1: how long a size's ranks may run before they are ended",
+    )
     parser.add_argument("--child", nargs=2, metavar=("SIZE", "MODE"), help=argparse.SUPPRESS)
-    parser.add_argument("--rank-child", nargs=4, metavar=("SIZE", "RANK", "WORLD", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rank-child", nargs=4, metavar=("SIZE", "RANK", "WORLD", "PORT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1] == "on", args.lean_memory)))
         return
     if args.rank_child:
         size, rank, world, port = args.rank_child
-        print(json.dumps(rank_child(size, int(rank), int(world), int(port), args.timeout, args.modes == ["on"],
-                                    args.lean_memory)))
+        print(
+            json.dumps(
+                rank_child(
+                    size,
+                    int(rank),
+                    int(world),
+                    int(port),
+                    args.timeout,
+                    args.modes == ["on"],
+                    args.lean_memory,
+                )
+            )
+        )
         return
     if args.ranks < 1:
         parser.error("--ranks must be at least 1")
@@ -336,7 +388,9 @@ def main() -> None:
         for mode in args.modes:
             flags = ["--lean-memory"] if args.lean_memory else []
             run = subprocess.run(
-                [sys.executable, __file__, "--child", size, mode, *flags], capture_output=True, text=True
+                [sys.executable, __file__, "--child", size, mode, *flags],
+                capture_output=True,
+                text=True,
             )
             if run.returncode != 0:
                 print(f"{size:>6} {mode:>6}: failed: {run.stderr.strip().splitlines()[-1:]}")

@@ -54,7 +54,9 @@ def figures(trainers, skip: int, last: int, depth: int) -> Figures:
     for t in trainers:
         trained = {e["step"]: e for e in t.events("trained") if skip <= e["step"] <= last}
         applied = {e["step"]: e for e in t.events("apply_time")}
-        evaluated = {e["step"]: e for e in t.events("evaluated")}  # a held-out evaluation every few steps
+        evaluated = {
+            e["step"]: e for e in t.events("evaluated")
+        }  # a held-out evaluation every few steps
         if len(trained) < 3:
             continue
         order = sorted(trained)
@@ -63,8 +65,14 @@ def figures(trainers, skip: int, last: int, depth: int) -> Figures:
         wall = trained[order[-1]]["t"] - trained[order[0]]["t"]
         shares.append(busy / wall)
         steps += [trained[b]["t"] - trained[a]["t"] for a, b in pairwise(order) if b == a + 1]
-        computes += [trained[s]["seconds"] + applied.get(s - depth, {}).get("seconds", 0.0) for s in order]
-        starts = sorted(e["t"] for e in t.events("state") if e["state"] == "RoundTrain" and skip <= e["step"] <= last)
+        computes += [
+            trained[s]["seconds"] + applied.get(s - depth, {}).get("seconds", 0.0) for s in order
+        ]
+        starts = sorted(
+            e["t"]
+            for e in t.events("state")
+            if e["state"] == "RoundTrain" and skip <= e["step"] <= last
+        )
         rounds += [b - a for a, b in pairwise(starts)]
     if not shares:
         raise SystemExit("no steady-state steps were recorded")
@@ -76,7 +84,9 @@ def figures(trainers, skip: int, last: int, depth: int) -> Figures:
 async def measure(args: argparse.Namespace, profile: str) -> Figures:
     placement = None
     with tempfile.TemporaryDirectory(prefix="cohort-bench-") as tmp:
-        root = Path(args.keep) / profile if args.keep else Path(tmp)  # --keep: the logs stay for reading
+        root = (
+            Path(args.keep) / profile if args.keep else Path(tmp)
+        )  # --keep: the logs stay for reading
         root.mkdir(parents=True, exist_ok=True)
         if PROFILES[profile] is not None:
             sys.path.insert(0, str(ROOT / "tests"))
@@ -90,12 +100,22 @@ async def measure(args: argparse.Namespace, profile: str) -> Figures:
                                   global_batch_size_start=args.batch, global_batch_size_end=args.batch,
                                   epoch_time=900, max_round_train_time=60, warmup_time=60,
                                   init_min_clients=args.clients, num_parameters=0, pipeline_depth=args.depth)  # fmt: skip
-            async with LocalRun(config=config, root=root, trainer_args=("--p2p", args.p2p), placement=placement) as lr:
+            async with LocalRun(
+                config=config, root=root, trainer_args=("--p2p", args.p2p), placement=placement
+            ) as lr:
                 trainers = await lr.start_members(args.clients)
-                first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 300, "the first round")
-                skip = first.progress.step + 3  # past the epoch's first steps (cold caches, no apply yet)
+                first = await lr.wait_for(
+                    lambda r: r.state.value == "RoundTrain", 300, "the first round"
+                )
+                skip = (
+                    first.progress.step + 3
+                )  # past the epoch's first steps (cold caches, no apply yet)
                 target = skip + args.rounds
-                await lr.wait_for(lambda r: r.progress.step >= target + 1, 60 * args.rounds, f"{args.rounds} rounds")
+                await lr.wait_for(
+                    lambda r: r.progress.step >= target + 1,
+                    60 * args.rounds,
+                    f"{args.rounds} rounds",
+                )
                 return figures(trainers, skip, target, args.depth)
         finally:
             if placement is not None:
@@ -113,12 +133,18 @@ async def main(args: argparse.Namespace) -> None:
     results = {}
     for profile in chosen:
         results[profile] = f = await measure(args, profile)
-        link = "loopback" if profile == "none" else f"{profile} ms, {PROFILES[profile]['rate_mbit']} Mbit/s, {PROFILES[profile]['loss']:.1%}"  # type: ignore[index]
+        link = (
+            "loopback"
+            if profile == "none"
+            else f"{profile} ms, {PROFILES[profile]['rate_mbit']} Mbit/s, {PROFILES[profile]['loss']:.1%}"
+        )  # type: ignore[index]
         table.add_row(link, f"{f.share:.0%}", f"{f.share_slowest:.0%}", f"{f.step:.3f}", f"{f.steps_per_min:.1f}",
                       f"{f.compute:.3f}", f"{f.round:.3f}")  # fmt: skip
     console.print(table)
     if "none" in results and "40" in results:
-        console.print(f"step time at 40 ms / loopback: {results['40'].step / results['none'].step:.2f}×")
+        console.print(
+            f"step time at 40 ms / loopback: {results['40'].step / results['none'].step:.2f}×"
+        )
 
 
 if __name__ == "__main__":
@@ -130,6 +156,10 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--link", default="none", choices=[*PROFILES, "all"])
     parser.add_argument("--p2p", default="iroh", choices=["iroh", "http"])
-    parser.add_argument("--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth")
-    parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
+    parser.add_argument(
+        "--depth", type=int, default=2, choices=[2, 3, 4], help="the run's pipeline_depth"
+    )
+    parser.add_argument(
+        "--keep", help="a directory to run in and keep (events and logs of every client)"
+    )
     asyncio.run(main(parser.parse_args()))

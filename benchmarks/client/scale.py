@@ -47,7 +47,9 @@ from rich.table import Table
 from cohort.client.runtime.local_run import LocalRun, write_config
 
 
-async def measure(clients: int, rounds: int, step_seconds: float, keep: str | None) -> dict[str, float]:
+async def measure(
+    clients: int, rounds: int, step_seconds: float, keep: str | None
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="cohort-scale-") as tmp:
         root = Path(keep) / str(clients) if keep else Path(tmp)  # --keep: the logs stay for reading
         root.mkdir(parents=True, exist_ok=True)
@@ -55,10 +57,16 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
         config = write_config(root / "run.toml", global_batch_size_start=batch, global_batch_size_end=batch,
                               init_min_clients=clients, min_clients=max(2, clients // 2), epoch_time=3600,
                               max_round_train_time=max(60, int(6 * step_seconds)), warmup_time=300)  # fmt: skip
-        extra = ("--synthetic", "--synthetic-seconds", str(step_seconds * clients / batch))  # per sequence
+        extra = (
+            "--synthetic",
+            "--synthetic-seconds",
+            str(step_seconds * clients / batch),
+        )  # per sequence
         async with LocalRun(config=config, root=root, trainer_args=extra, fork_clients=True) as lr:
             trainers = await lr.start_members(clients)
-            first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 600, "the first round")
+            first = await lr.wait_for(
+                lambda r: r.state.value == "RoundTrain", 600, "the first round"
+            )
             skip = first.progress.step + 3
             # from here on the harness reads nothing from the RPC (it watches the clients' event files), so
             # the localnet's traffic is the clients' alone
@@ -68,7 +76,9 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
             after, cpu_after = await lr.rpc_stats(), cpu_seconds(trainers, lr.localnet.pid)
             memory = [proportional_memory(t.process.pid) for t in kept if t.process is not None]
             elapsed_rounds = rounds
-            stats = [[e for e in t.events("traffic") if skip <= e["step"] <= skip + rounds] for t in kept]
+            stats = [
+                [e for e in t.events("traffic") if skip <= e["step"] <= skip + rounds] for t in kept
+            ]
             cpu = [cpu_after[0][i] - cpu_before[0][i] for i, t in enumerate(trainers) if t in kept]
     up = [s[-1]["sent"] - s[0]["sent"] for s in stats if len(s) > 1]
     down = [s[-1]["received"] - s[0]["received"] for s in stats if len(s) > 1]
@@ -85,7 +95,9 @@ async def measure(clients: int, rounds: int, step_seconds: float, keep: str | No
         "up": statistics.median(up) / max(elapsed_rounds, 1),
         "down": statistics.median(down) / max(elapsed_rounds, 1),
         "requests": statistics.median(requests) / max(elapsed_rounds, 1),
-        "dials": sum(dials) / max(len(dials), 1) / max(elapsed_rounds, 1),  # mean: they come in bursts
+        "dials": sum(dials)
+        / max(len(dials), 1)
+        / max(elapsed_rounds, 1),  # mean: they come in bursts
         "rpc_requests": (after["requests"] - before["requests"]) / clients / max(elapsed_rounds, 1),
         "rpc_bytes": (after["bytes_out"] - before["bytes_out"]) / clients / max(elapsed_rounds, 1),
         "transactions": (after["transactions"] - before["transactions"]) / max(elapsed_rounds, 1),
@@ -120,8 +132,13 @@ def cpu_seconds(trainers: list, localnet_pid: int) -> tuple[list[float], float]:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        per_pid[int(stat.parent.name)] = (int(fields[2]), (int(fields[11]) + int(fields[12])) / tick)
-    clients = [per_pid.get(t.process.pid, (0, 0.0))[1] if t.process is not None else 0.0 for t in trainers]
+        per_pid[int(stat.parent.name)] = (
+            int(fields[2]),
+            (int(fields[11]) + int(fields[12])) / tick,
+        )
+    clients = [
+        per_pid.get(t.process.pid, (0, 0.0))[1] if t.process is not None else 0.0 for t in trainers
+    ]
     localnet = sum(seconds for group, seconds in per_pid.values() if group == localnet_pid)
     return clients, localnet
 
@@ -138,7 +155,9 @@ def proportional_memory(pid: int) -> float:
 
 
 async def main(args: argparse.Namespace) -> None:
-    table = Table(title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds")
+    table = Table(
+        title=f"synthetic clients, {args.step_seconds:g} s per step, {args.rounds} steady rounds"
+    )
     for column in ("clients", "kept to the end", "round (s)", "copies of own result served (median, max)", "upload / client / round",
                    "download / client / round", "P2P requests / client / round",
                    "connections dialled / client / round",
@@ -168,5 +187,7 @@ if __name__ == "__main__":
     parser.add_argument("--clients", default="4,16,32")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--step-seconds", type=float, default=1.0)
-    parser.add_argument("--keep", help="a directory to run in and keep (events and logs of every client)")
+    parser.add_argument(
+        "--keep", help="a directory to run in and keep (events and logs of every client)"
+    )
     asyncio.run(main(parser.parse_args()))

@@ -60,7 +60,10 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     members = [chain.wallet(1) for _ in range(clients)]
     node_keys = [Keypair() for _ in range(clients)]
     for wallet, node in zip(members, node_keys, strict=True):
-        record("join_run (creates Endpoint)", chain.join(wallet, run, node, endpoint=b"203.0.113.7:4433"))
+        record(
+            "join_run (creates Endpoint)",
+            chain.join(wallet, run, node, endpoint=b"203.0.113.7:4433"),
+        )
     chain.advance(config["waiting_for_members_extra_time"])
     record("tick (start epoch)", chain.call("tick", members[0], run))
 
@@ -82,7 +85,9 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         return chain.call("witness", members[index], run, args)
 
     for index in range(seats):
-        record("warmup_witness", chain.call("warmup_witness", members[index], run, {"index": index}))
+        record(
+            "warmup_witness", chain.call("warmup_witness", members[index], run, {"index": index})
+        )
     start_round()
 
     everyone = b"\xff" * 32
@@ -94,7 +99,12 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         chain.advance(config["round_witness_time"])  # the round's training takes time
         for k, (index, position) in enumerate(seated()[:quorum]):
             result = witness(index, position, participants, b"\x01" * 32)
-            record("witness (decides: ends the round, starts the next)" if k == quorum - 1 else "witness", result)
+            record(
+                "witness (decides: ends the round, starts the next)"
+                if k == quorum - 1
+                else "witness",
+                result,
+            )
         start_round()
 
     decided_round(everyone)  # height 0
@@ -102,13 +112,20 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     # decision, so the round times out; its witnesses did not see the last client's round-0 result
     chain.advance(config["round_witness_time"])
     for k, (index, position) in enumerate(seated()):
-        record("witness (full seats, no majority)", witness(index, position, bytes(missing_last), bytes([k + 2]) * 32))
+        record(
+            "witness (full seats, no majority)",
+            witness(index, position, bytes(missing_last), bytes([k + 2]) * 32),
+        )
     index, position = seated()[0]
-    record("witness (replaces its record)", witness(index, position, bytes(missing_last), b"\xee" * 32))
+    record(
+        "witness (replaces its record)", witness(index, position, bytes(missing_last), b"\xee" * 32)
+    )
     chain.advance(config["max_round_train_time"])
     record("tick (round timeout)", chain.call("tick", members[0], run))
     chain.advance(config["round_witness_time"])
-    chain.slot += SLOT_HASHES_MAX  # the round outlived what SlotHashes proves of the slot it began in
+    chain.slot += (
+        SLOT_HASHES_MAX  # the round outlived what SlotHashes proves of the slot it began in
+    )
     chain.next_slot()
     record("tick (ends a round: slot aged out, re-freeze)", chain.call("tick", members[0], run))
     start_round()
@@ -116,7 +133,13 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     # height 2: a health check, a checkpointer, an exit, an equivocation report; then a decided round
     health = {"count": 1, "indices": [clients - 1] + [0] * 31}
     record("health_check", chain.call("health_check", members[0], run, health))
-    checkpoint = {"kind": "Hub", "step": 3, "repo": b"org/model", "revision": b"main", "weights_sha256": b"\1" * 32}
+    checkpoint = {
+        "kind": "Hub",
+        "step": 3,
+        "repo": b"org/model",
+        "revision": b"main",
+        "weights_sha256": b"\1" * 32,
+    }
     record("checkpoint", chain.call("checkpoint", checkpointer, run, {"checkpoint": checkpoint}))
     record("exit_run (closes Endpoint)", chain.call("exit_run", members[clients - 2], run))
     accused, step = clients - 3, chain.state(run)["progress"]["step"] - 1
@@ -124,7 +147,11 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     for commitment in (b"\xa1" * 32, b"\xa2" * 32):
         message = result_statement(core.idl, run, step, (0, 2), commitment)
         key = node_keys[accused]
-        proofs.append(ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message))
+        proofs.append(
+            ed25519_verify_instruction(
+                bytes(key.pubkey()), bytes(key.sign_message(message)), message
+            )
+        )
     statement = {"batch_start": 0, "batch_end": 2}
     args = {"index": accused, "step": step, "first": statement | {"commitment": b"\xa1" * 32},
             "second": statement | {"commitment": b"\xa2" * 32}}  # fmt: skip
@@ -143,7 +170,9 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         result = chain.call("report_check", members[verifier], run, args)
         record("report_check (majority: convicts)" if k else "report_check", result)
     assert chain.state(run)["clients"][trainer]["state"] == "Convicted"
-    chain.advance(config["epoch_time"])  # the epoch is over: the next decision sets up one flush round
+    chain.advance(
+        config["epoch_time"]
+    )  # the epoch is over: the next decision sets up one flush round
     decided_round(everyone)
     decided_round(everyone)  # the flush round: its decision ends the epoch (Cooldown)
     assert chain.state(run)["run_state"] == "Cooldown"
@@ -161,18 +190,27 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     assert chain.state(run)["run_state"] == "WaitingForMembers"
 
     stranger = chain.wallet()
-    record("settle_points (creates Points)", chain.settle_points(stranger, run, members[2].pubkey()))
+    record(
+        "settle_points (creates Points)", chain.settle_points(stranger, run, members[2].pubkey())
+    )
     record("claim_points (creates Points)", chain.call("claim_points", members[3], run))
     record("exit_run (creates Points, closes Endpoint)", chain.call("exit_run", members[4], run))
     record("set_paused (pause)", chain.call("set_paused", authority, run, {"paused": True}))
     state = chain.state(run)
     for entry in state["registry"][: state["registry_len"]]:
         if entry["earned"]:
-            chain.settle_points(stranger, run, entry["signer"])  # close_run refuses while points are unclaimed
+            chain.settle_points(
+                stranger, run, entry["signer"]
+            )  # close_run refuses while points are unclaimed
     index_key = chain.run_index_address(b"test-run")
-    record("close_run", chain.call("close_run", authority, run, run_index=index_key, recipient=authority.pubkey()))
+    record(
+        "close_run",
+        chain.call("close_run", authority, run, run_index=index_key, recipient=authority.pubkey()),
+    )
     points = chain.points_address(run, members[2].pubkey())
-    record("close_points (after close_run)", chain.call("close_points", members[2], run, points=points))
+    record(
+        "close_points (after close_run)", chain.call("close_points", members[2], run, points=points)
+    )
     record("close_join_authorization (after close_run)",
            chain.send([chain.ix("close_join_authorization", grant)], [authority]))  # fmt: skip
     return units
@@ -207,10 +245,14 @@ def main() -> None:
           f"{svm.minimum_balance_for_rent_exemption(size) / 1e9:.4f} SOL")  # fmt: skip
     for name in ("RunIndex", "JoinAuthorization", "Points", "Endpoint"):
         account = idl.account_size(name)
-        print(f"{name} account: {account} bytes, rent {svm.minimum_balance_for_rent_exemption(account) / 1e9:.5f} SOL")
+        print(
+            f"{name} account: {account} bytes, rent {svm.minimum_balance_for_rent_exemption(account) / 1e9:.5f} SOL"
+        )
     print(f"witness transaction: {witness_transaction_size(idl)} bytes (limit 1,232)")
     print(f"program: {len(elf):,} bytes")
-    print(f"largest instruction: {worst:,} CU ({'within' if worst < LIMIT else 'OVER'} the default {LIMIT:,})")
+    print(
+        f"largest instruction: {worst:,} CU ({'within' if worst < LIMIT else 'OVER'} the default {LIMIT:,})"
+    )
 
 
 if __name__ == "__main__":

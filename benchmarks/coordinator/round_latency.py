@@ -38,18 +38,25 @@ CONFIG = packaged_config("example-run.toml")
 
 
 async def slot_of(rpc: Rpc, signature) -> int:
-    statuses = await rpc.call("getSignatureStatuses", lambda c: c.get_signature_statuses([signature]))
+    statuses = await rpc.call(
+        "getSignatureStatuses", lambda c: c.get_signature_statuses([signature])
+    )
     return statuses.value[0].slot
 
 
 async def measure() -> tuple[list[int], list[float], list[float], int]:
     (program,) = build.build_all(["coordinator"], log=lambda _: None)
     core = CoordinatorCore()
-    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+    async with (
+        Localnet(LocalnetConfig(port=0, cheats=True)) as net,
+        Rpc(net.http_url, idl=core.idl) as rpc,
+    ):
         authority = Keypair()
         await rpc.airdrop(authority.pubkey(), 100 * 10**9)
         with tempfile.TemporaryDirectory() as keys:
-            deployed = await deploy_program(rpc, authority, program.so_path.read_bytes(), Path(keys) / "c.json")
+            deployed = await deploy_program(
+                rpc, authority, program.so_path.read_bytes(), Path(keys) / "c.json"
+            )
         client = RunClient(rpc, deployed.program_id, idl=core.idl)
         run_file = load_run_file(CONFIG, core)
         await client.create_run(authority, run_file)
@@ -59,9 +66,15 @@ async def measure() -> tuple[list[int], list[float], list[float], int]:
         run = await start_epoch(client, run_file.run_id, members)
         slots, added, witness_alone = [], [], []
         for _ in range(ROUNDS):
-            seats = list(elected_witnesses(core, run).items())[: core.quorum(run.config.witness_nodes)]
+            seats = list(elected_witnesses(core, run).items())[
+                : core.quorum(run.config.witness_nodes)
+            ]
             for index, position in seats[:-1]:
-                await client.witness(by_signer[run.clients[index].signer], run.address, witness_args(run, index, position))
+                await client.witness(
+                    by_signer[run.clients[index].signer],
+                    run.address,
+                    witness_args(run, index, position),
+                )
             index, position = seats[-1]
             sent = time.perf_counter()
             decided = await client.witness(by_signer[run.clients[index].signer], run.address,
@@ -79,10 +92,14 @@ async def measure() -> tuple[list[int], list[float], list[float], int]:
 def main() -> None:
     slots, added, witness_alone, slot_ms = asyncio.run(measure())
     print(f"{ROUNDS} rounds on the localnet ({slot_ms} ms slots)")
-    print(f"slots from the deciding witness to the round's start: median {statistics.median(slots)}, max {max(slots)}")
+    print(
+        f"slots from the deciding witness to the round's start: median {statistics.median(slots)}, max {max(slots)}"
+    )
     print(f"added wall time per round: median {statistics.median(added) * 1000:.0f} ms, "
           f"max {max(added) * 1000:.0f} ms")  # fmt: skip
-    print(f"(one witness sent and confirmed: median {statistics.median(witness_alone) * 1000:.0f} ms)")
+    print(
+        f"(one witness sent and confirmed: median {statistics.median(witness_alone) * 1000:.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -63,24 +63,39 @@ def main() -> None:
         data = Path(tmp) / "kjv"
         t = time.perf_counter()
         prepared = prepare("kjv", ByteTokenizer(), data, shard_tokens=1 << 20)
-        print(f"prepare kjv: {prepared.n_tokens / 1e6:.2f}M tokens in {prepared.shards} shards, "
-              f"{time.perf_counter() - t:.2f} s")
+        print(
+            f"prepare kjv: {prepared.n_tokens / 1e6:.2f}M tokens in {prepared.shards} shards, "
+            f"{time.perf_counter() - t:.2f} s"
+        )
         builtin = open_data_location("kjv", args.seq_len)
         starts = [rng.randrange(builtin.num_sequences) for _ in range(args.batches)]
         batches = [BatchId(s, s + args.batch) for s in starts]
         reference = [builtin.sequences(b) for b in batches]
         http_proc, http_base = start([sys.executable, "-c", STATIC_SERVER, tmp])
-        tcp_proc, line = start([str(Path(sys.executable).parent / "cohort"), "data", "serve", str(data)])
+        tcp_proc, line = start(
+            [str(Path(sys.executable).parent / "cohort"), "data", "serve", str(data)]
+        )
         try:
-            rows = [("built-in (memory)", builtin), ("local (mmap)", open_data_location(str(data), args.seq_len))]
+            rows = [
+                ("built-in (memory)", builtin),
+                ("local (mmap)", open_data_location(str(data), args.seq_len)),
+            ]
             http = open_data_location(f"{http_base}/kjv", args.seq_len)
             tcp = open_data_location(line.rsplit(" at ", 1)[1], args.seq_len)
-            print(f"{args.batches} batches of {args.batch} x {args.seq_len} tokens (random batch ids)")
+            print(
+                f"{args.batches} batches of {args.batch} x {args.seq_len} tokens (random batch ids)"
+            )
             for name, provider in rows:
-                print(f"  {name:<20}{throughput(provider, batches, reference) / 1e6:>10.2f} M tokens/s")
-            print(f"  {'http (cold cache)':<20}{throughput(http, batches, reference) / 1e6:>10.2f} M tokens/s"
-                  f"   ({http.source.requests} range requests)")
-            print(f"  {'http (warm cache)':<20}{throughput(http, batches, reference) / 1e6:>10.2f} M tokens/s")
+                print(
+                    f"  {name:<20}{throughput(provider, batches, reference) / 1e6:>10.2f} M tokens/s"
+                )
+            print(
+                f"  {'http (cold cache)':<20}{throughput(http, batches, reference) / 1e6:>10.2f} M tokens/s"
+                f"   ({http.source.requests} range requests)"
+            )
+            print(
+                f"  {'http (warm cache)':<20}{throughput(http, batches, reference) / 1e6:>10.2f} M tokens/s"
+            )
             print(f"  {'tcp':<20}{throughput(tcp, batches, reference) / 1e6:>10.2f} M tokens/s")
             http.close()
             tcp.close()

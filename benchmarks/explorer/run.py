@@ -48,7 +48,9 @@ def metrics(step: int, index: int) -> dict:
             "bytes_sent": 3_000_000 + step, "bytes_received": 6_000_000 + step, "eval_loss": 0.0, "eval_tokens": 0}  # fmt: skip
 
 
-async def play_rounds(client: RunClient, run_id: str, members: list[Keypair], witnesses: int) -> int:
+async def play_rounds(
+    client: RunClient, run_id: str, members: list[Keypair], witnesses: int
+) -> int:
     """Rounds of one long epoch until `witnesses` witness events are on chain; returns the count."""
     run = await start_epoch(client, run_id, members)
     sent = 0
@@ -76,7 +78,9 @@ async def page_loads(url: str, loads: int) -> list[float]:
         try:
             times = []
             # bypass_csp only lets playwright evaluate its wait predicate; the page itself is unchanged
-            context = await browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
+            context = await browser.new_context(
+                viewport={"width": 1280, "height": 1000}, bypass_csp=True
+            )
             for _ in range(loads):
                 page = await context.new_page()
                 started = time.perf_counter()
@@ -97,7 +101,9 @@ async def main(witnesses: int, loads: int) -> None:
     (program,) = build.build_all(["coordinator"], log=lambda _: None)
     core = CoordinatorCore()
     async with (
-        Localnet(LocalnetConfig(port=0, cheats=True, slot_ms=50)) as net,  # short slots: seeds come sooner
+        Localnet(
+            LocalnetConfig(port=0, cheats=True, slot_ms=50)
+        ) as net,  # short slots: seeds come sooner
         Rpc(net.http_url, idl=core.idl) as rpc,
     ):
         authority = Keypair()

@@ -44,9 +44,13 @@ async def one_run(args: argparse.Namespace, mode: str | None) -> dict:
                               witness_nodes=3, verification_percent=args.verify_percent)  # fmt: skip
         cheat_at = CLIENTS - 1 if mode else None
         async with LocalRun(config=config, root=root) as lr:
-            trainers = await lr.start_members(CLIENTS, options=lambda i: adversary(mode) if i == cheat_at else {})
+            trainers = await lr.start_members(
+                CLIENTS, options=lambda i: adversary(mode) if i == cheat_at else {}
+            )
             honest = [t for i, t in enumerate(trainers) if i != cheat_at]
-            first = await lr.wait_for(lambda r: r.state.value == "RoundTrain", 120, "the first round")
+            first = await lr.wait_for(
+                lambda r: r.state.value == "RoundTrain", 120, "the first round"
+            )
             convicted: dict[str, int] = {}  # wallet -> step at which it was seen convicted
             until = time.monotonic() + 3 * args.epoch_seconds + 120
             while time.monotonic() < until:
@@ -60,7 +64,9 @@ async def one_run(args: argparse.Namespace, mode: str | None) -> dict:
             await asyncio.sleep(5)  # the last epoch's checkpoint and evaluations
             evals = [{e["step"]: e["loss"] for e in t.events("evaluated")} for t in honest]
             train = sum(e["seconds"] for t in honest for e in t.events("trained"))
-            replay = sum(e.get("replay_seconds", 0.0) for t in honest for e in t.events("check_metrics"))
+            replay = sum(
+                e.get("replay_seconds", 0.0) for t in honest for e in t.events("check_metrics")
+            )
             cheat = str(trainers[cheat_at].wallet.pubkey()) if cheat_at is not None else None
             return {
                 "convicted": cheat in convicted,
@@ -78,7 +84,9 @@ def loss_ratio(run: dict, baseline: dict) -> float | None:
     if not common:
         return None
     step = max(common)
-    return statistics.median(e[step] for e in run["evals"]) / statistics.median(e[step] for e in baseline["evals"])
+    return statistics.median(e[step] for e in run["evals"]) / statistics.median(
+        e[step] for e in baseline["evals"]
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -91,7 +99,14 @@ async def main(args: argparse.Namespace) -> None:
                    "loss vs all-honest"):  # fmt: skip
         table.add_column(column, justify="right")
     shares = [baseline["verify_share"]]
-    table.add_row("(all honest)", "-", "-", str(baseline["false"]), f"{baseline['verify_share']:.0%}", "1.000×")
+    table.add_row(
+        "(all honest)",
+        "-",
+        "-",
+        str(baseline["false"]),
+        f"{baseline['verify_share']:.0%}",
+        "1.000×",
+    )
     for mode in modes:
         runs = [await one_run(args, mode) for _ in range(args.repeats)]
         shares += [r["verify_share"] for r in runs]

@@ -53,7 +53,10 @@ def measured(size: str) -> dict:
             r.start_epoch(0, cold=False, verified=True)
         outs = []
         for step in range(3):
-            out, own = trainer.train(step, 2 * step, 2 * step + 1), verifier.train(step, 2 * step + 1, 2 * step + 2)
+            out, own = (
+                trainer.train(step, 2 * step, 2 * step + 1),
+                verifier.train(step, 2 * step + 1, 2 * step + 2),
+            )
             outs.append(out)
             for r in (trainer, verifier):
                 r.apply(step, [out.payload, own.payload])
@@ -82,7 +85,9 @@ def computed(size: str) -> dict:
     from cohort.client.verify.state import state_size
 
     spec = _spec(size)
-    config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size, max_seq_len=SEQ)
+    config = config_for(
+        spec.architecture, spec.hf_config, vocab_size=spec.vocab_size, max_seq_len=SEQ
+    )
     model = build_model(config, device="meta")
     shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
     layout = plan_layout(shapes, distro_config(spec.distro))
@@ -93,8 +98,12 @@ def computed(size: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=[*MEASURED, *COMPUTED], choices=sorted(SHAPES))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", nargs="+", default=[*MEASURED, *COMPUTED], choices=sorted(SHAPES)
+    )
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(f"{'model':>6} {'params':>15} {'how':>9} | {'two whole states':>16} {'a check fetches':>16} "

@@ -581,9 +581,14 @@ def measure_cost(preset: str, setup: Setup, data: TokenDataset, repeat: int = 9)
             state_before=committed[0], state_before_commitment=committed[0].commitment,
             state_after=committed[1], state_after_commitment=committed[1].commitment, seed=seed, cold_start=t == 0,
         )  # fmt: skip
-        wanted = set(parts_to_fetch(opt.layout, sample_bands(opt.layout, seed), *(c.manifest for c in committed)))
+        wanted = set(
+            parts_to_fetch(
+                opt.layout, sample_bands(opt.layout, seed), *(c.manifest for c in committed)
+            )
+        )
         fetched = sum(len(b) for c in committed for h, b in c.parts.items() if h in wanted) + sum(
-            len(c.manifest.encode()) for c in committed)
+            len(c.manifest.encode()) for c in committed
+        )
         check.append(time.perf_counter() - started)
         replay.append(verdict.metrics["replay_seconds"])
         if not verdict.passed:

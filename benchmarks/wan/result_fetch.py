@@ -54,7 +54,9 @@ def _first_line(process: subprocess.Popen, timeout: float = 30.0) -> bytes:
     return line
 
 
-async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: float, parts: bool) -> list[float]:
+async def fetches(
+    kind: str, link: Link, blob_path: Path, count: int, idle: float, parts: bool
+) -> list[float]:
     with WanBed({"server": link}, host=link) as bed:
         key = NodeKey.generate()
         process = bed.popen("server", [sys.executable, "-m", "cohort.client.p2p", "serve", "--transport", kind,
@@ -72,7 +74,9 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
             size = blob_path.stat().st_size if parts else None
             for _ in range(count):
                 started = time.perf_counter()
-                await BlobFetcher(transport).fetch(bytes.fromhex(info["blobs"][0]), [server], expected_size=size)
+                await BlobFetcher(transport).fetch(
+                    bytes.fromhex(info["blobs"][0]), [server], expected_size=size
+                )
                 times.append(time.perf_counter() - started)
                 await asyncio.sleep(idle)
             return times
@@ -83,7 +87,15 @@ async def fetches(kind: str, link: Link, blob_path: Path, count: int, idle: floa
 async def main(args: argparse.Namespace) -> None:
     table = Table(title=f"a {args.size:,}-byte blob, {args.delay} ms one way per node (RTT {4 * args.delay} ms), "
                         f"20 Mbit/s, {args.fetches} fetches {args.idle:g} s apart on the same connections")  # fmt: skip
-    for column in ("transport", "fetched", "loss per link", "first (connects)", "median of the rest", "min", "max"):
+    for column in (
+        "transport",
+        "fetched",
+        "loss per link",
+        "first (connects)",
+        "median of the rest",
+        "min",
+        "max",
+    ):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory(prefix="cohort-fetch-") as tmp:
         blob = Path(tmp) / "result.bin"

@@ -211,7 +211,11 @@ RunConfig = S(
         U8,
         "how much more (or less) data than the median member a fast (slow) one gets: 1..16, 1 = equal shares",
     ),
-    F("verification_percent", U8, "share of trainers' steps that verifiers replay and check: 0..100 (0 = none)"),
+    F(
+        "verification_percent",
+        U8,
+        "share of trainers' steps that verifiers replay and check: 0..100 (0 = none)",
+    ),
     F(
         "pipeline_depth",
         U8,
@@ -239,11 +243,23 @@ Client = S(
     F("signer", PUBKEY, "wallet"),
     F("p2p_identity", PUBKEY, "iroh node id (ed25519 public key)"),
     F("state", ClientState),
-    F("dissents", U8, "decisions of this epoch its witness root lost (DISSENT_LIMIT: no more seats)"),
+    F(
+        "dissents",
+        U8,
+        "decisions of this epoch its witness root lost (DISSENT_LIMIT: no more seats)",
+    ),
     F("registry_index", U16),
     F("exited_height", U32, "round height at which the client stopped being Healthy"),
-    F("weights_vote", Bytes(32), "manifest hash of its epoch-end checkpoint (vote_weights; zero = none)"),
-    F("share", U16, "its weight in each round's batch, in quarters of the median member's (set at Warmup)"),
+    F(
+        "weights_vote",
+        Bytes(32),
+        "manifest hash of its epoch-end checkpoint (vote_weights; zero = none)",
+    ),
+    F(
+        "share",
+        U16,
+        "its weight in each round's batch, in quarters of the median member's (set at Warmup)",
+    ),
     F("_pad2", U16),
     doc="A member of the current epoch. Indices into the epoch's client list never change mid-epoch.",
 )
@@ -252,25 +268,53 @@ Witness = S(
     F("index", U16, "the witness's epoch client index"),
     F("position", U16, "its place in the round's witness order (a seat)"),
     F("_pad", U32),
-    F("participants", Bytes("PARTICIPANT_BITMAP_LEN"), "trainers whose result of the attested step it holds"),
-    F("results_root", Bytes(32), "sha256 of its results list: the sorted (trainer, commitment) pairs it holds"),
-    F("weights_digest", U64, "digest of its weights after applying every step before the attested one"),
+    F(
+        "participants",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "trainers whose result of the attested step it holds",
+    ),
+    F(
+        "results_root",
+        Bytes(32),
+        "sha256 of its results list: the sorted (trainer, commitment) pairs it holds",
+    ),
+    F(
+        "weights_digest",
+        U64,
+        "digest of its weights after applying every step before the attested one",
+    ),
 )
 Round = S(
     "Round",
     F("active_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that train in this round"),
-    F("witnessed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "clients that have a witness record this round"),
-    F("decided_root", Bytes(32), "the results root a strict majority of seats attested (when decided)"),
+    F(
+        "witnessed_mask",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "clients that have a witness record this round",
+    ),
+    F(
+        "decided_root",
+        Bytes(32),
+        "the results root a strict majority of seats attested (when decided)",
+    ),
     F("data_index", U64, "first sequence index of the round"),
     F("random_seed", U64),
-    F("weights_digest", U64, "the weights digest a strict majority of seats reported (when digest_votes > 0)"),
+    F(
+        "weights_digest",
+        U64,
+        "the weights digest a strict majority of seats reported (when digest_votes > 0)",
+    ),
     F("height", U32, "round number within the epoch"),
     F("batch_size", U32, "global batch size of the round, in sequences"),
     F("witnesses_len", U16),
     F("active_count", U16),
     F("decided_votes", U16, "seats behind decided_root"),
     F("digest_votes", U16, "seats behind weights_digest"),
-    F("decided", BOOL, "the previous step's applied set is fixed: the results list whose sha256 is decided_root"),
+    F(
+        "decided",
+        BOOL,
+        "the previous step's applied set is fixed: the results list whose sha256 is decided_root",
+    ),
     F("_pad", Bytes(7)),
     doc="One stored round's summary (its witness records are in Run.witnesses, outside the hot prefix).",
 )
@@ -286,14 +330,22 @@ FailedCheck = S(
     F("step", U32, "the checked step (0 = a free slot)"),
     F("trainer", U16, "the checked trainer's epoch client index"),
     F("reporters", U8, "bit k: the check's k-th verifier reported a failure"),
-    F("opener", U8, "epoch index of the verifier whose report opened this tally (a full table evicts the "
-                    "tallies of whoever opened the most)"),
+    F(
+        "opener",
+        U8,
+        "epoch index of the verifier whose report opened this tally (a full table evicts the "
+        "tallies of whoever opened the most)",
+    ),
     doc="The failure reports of one check until a strict majority of its verifiers convicts the trainer.",
 )
 StepDecision = S(
     "StepDecision",
     F("step", U32, "the attested step (its round's step - 1)"),
-    F("outcome", U8, "0 = an empty slot, 1 = decided (root is its applied set), 2 = its round ended undecided"),
+    F(
+        "outcome",
+        U8,
+        "0 = an empty slot, 1 = decided (root is its applied set), 2 = its round ended undecided",
+    ),
     F("_pad", Bytes(3)),
     F("root", Bytes(32), "the decided results root (outcome 1)"),
     doc="What the round that attested `step` decided, kept once the round ended.",
@@ -305,26 +357,46 @@ RoundWitnesses = S(
 )
 EpochState = S(
     "EpochState",
-    F("rounds", Array(Round, "NUM_ROUNDS"), "ring buffer of summaries; rounds_head is the current one"),
+    F(
+        "rounds",
+        Array(Round, "NUM_ROUNDS"),
+        "ring buffer of summaries; rounds_head is the current one",
+    ),
     F("clients_len", U32),
     F("rounds_head", U32),
     F("start_step", U32),
-    F("last_step", U32, "0 = not set; set when the epoch must end: the round of last_step - 1 is a flush"),
+    F(
+        "last_step",
+        U32,
+        "0 = not set; set when the epoch must end: the round of last_step - 1 is a flush",
+    ),
     F("start_timestamp", I64),
     F("members_nonce", U64, "changes whenever the epoch's client list or a member's state changes"),
     F("first_round", BOOL),
     F("cold_start_epoch", BOOL),
     F("_pad", Bytes(2)),
     F("epoch", U32, "progress.epoch when this epoch started: the epoch its result statements name"),
-    F("decisions", Array(StepDecision, "DECISION_WINDOW"), "the last rounds' outcomes: step s at s % DECISION_WINDOW"),
+    F(
+        "decisions",
+        Array(StepDecision, "DECISION_WINDOW"),
+        "the last rounds' outcomes: step s at s % DECISION_WINDOW",
+    ),
 )
 RegistryEntry = S(
     "RegistryEntry",
     F("signer", PUBKEY),
     F("p2p_identity", PUBKEY),
-    F("earned", U64, "reward points: rounds trained in successfully finished epochs, times the member's share"),
+    F(
+        "earned",
+        U64,
+        "reward points: rounds trained in successfully finished epochs, times the member's share",
+    ),
     F("join_marker", U64, "equals Run.next_active while the join is pending for the next epoch"),
-    F("throughput", U32, "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median)"),
+    F(
+        "throughput",
+        U32,
+        "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median)",
+    ),
     F("_pad", U32),
 )
 Run = S(
@@ -333,16 +405,36 @@ Run = S(
     F("version", U32),
     F("run_state", RunState),
     F("pending_pause", BOOL),
-    F("seed_pending", BOOL, "the round is over and the next waits for a slot after seed_slot (its hash)"),
+    F(
+        "seed_pending",
+        BOOL,
+        "the round is over and the next waits for a slot after seed_slot (its hash)",
+    ),
     F("_pad", U8),
     F("nonce", U64, "increases on every change of this account"),
     F("run_state_start", I64, "unix time the current phase began"),
     F("progress", Progress),
     F("last_seed", U64, "the latest seed derived (chained into the next)"),
-    F("next_seed", U64, "seed of the round after the current one, fixed when the current one started"),
-    F("seed_slot", U64, "the slot the inputs of the next seed froze in (at the current round's start)"),
-    F("next_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "active clients of the round after the current one"),
-    F("seed_mask", Bytes("PARTICIPANT_BITMAP_LEN"), "healthy clients frozen with seed_slot (the next next_mask)"),
+    F(
+        "next_seed",
+        U64,
+        "seed of the round after the current one, fixed when the current one started",
+    ),
+    F(
+        "seed_slot",
+        U64,
+        "the slot the inputs of the next seed froze in (at the current round's start)",
+    ),
+    F(
+        "next_mask",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "active clients of the round after the current one",
+    ),
+    F(
+        "seed_mask",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "healthy clients frozen with seed_slot (the next next_mask)",
+    ),
     F("epoch", EpochState),
     # -- the rest changes at epoch boundaries, on drops, or by the authority
     F("witnesses", Array(RoundWitnesses, "NUM_ROUNDS"), "witness records of the stored rounds"),
@@ -387,7 +479,11 @@ JoinAuthorization = S(
     F("_pad", Bytes(6)),
     F("run", PUBKEY),
     F("grantee", PUBKEY),
-    F("join_authority", PUBKEY, "who created it: receives the rent when it is closed, even after the run"),
+    F(
+        "join_authority",
+        PUBKEY,
+        "who created it: receives the rent when it is closed, even after the run",
+    ),
     doc='PDA ["join", run, grantee], written by the join authority.',
 )
 Points = S(
@@ -440,8 +536,16 @@ SetJoinAuthorizationArgs = S("SetJoinAuthorizationArgs", F("grantee", PUBKEY), F
 JoinRunArgs = S(
     "JoinRunArgs",
     F("p2p_identity", PUBKEY, "iroh node id; an earlier Ed25519 instruction proves its key signed"),
-    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (printable ASCII, NUL-padded), kept in its Endpoint account"),
-    F("throughput", U32, "tokens/s this client measured it trains at (0 = unknown); sets its share of the batch"),
+    F(
+        "endpoint",
+        Bytes("ENDPOINT_LEN"),
+        "the node's address (printable ASCII, NUL-padded), kept in its Endpoint account",
+    ),
+    F(
+        "throughput",
+        U32,
+        "tokens/s this client measured it trains at (0 = unknown); sets its share of the batch",
+    ),
     F("_pad", U32),
 )
 WarmupWitnessArgs = S("WarmupWitnessArgs", F("index", U16))
@@ -457,7 +561,11 @@ WitnessArgs = S(
 )
 HealthCheckArgs = S(
     "HealthCheckArgs",
-    F("step", U32, "the step whose trainers are reported; the records of the round after it (over) decide"),
+    F(
+        "step",
+        U32,
+        "the step whose trainers are reported; the records of the round after it (over) decide",
+    ),
     F("count", U16),
     F("_pad", U16),
     F(
@@ -474,7 +582,9 @@ VoteWeightsArgs = S(
     F("step", U32, "the step the epoch ended at (progress.step)"),
     F("manifest", Bytes(32), "manifest hash of the voter's epoch-end checkpoint"),
 )
-SettlePointsArgs = S("SettlePointsArgs", F("wallet", PUBKEY, "whose unclaimed points move to its Points account"))
+SettlePointsArgs = S(
+    "SettlePointsArgs", F("wallet", PUBKEY, "whose unclaimed points move to its Points account")
+)
 ResultStatement = S(
     "ResultStatement",
     F("batch_start", U64),
@@ -517,7 +627,11 @@ ClientJoined = S(
     F("run", PUBKEY),
     F("signer", PUBKEY),
     F("p2p_identity", PUBKEY),
-    F("endpoint", Bytes("ENDPOINT_LEN"), "the node's address (peers read it from the Endpoint account)"),
+    F(
+        "endpoint",
+        Bytes("ENDPOINT_LEN"),
+        "the node's address (peers read it from the Endpoint account)",
+    ),
 )
 ClientExited = S("ClientExited", F("run", PUBKEY), F("signer", PUBKEY))
 WitnessSubmitted = S(
@@ -556,7 +670,11 @@ CheckFailed = S(
     F("step", U32, "the checked step"),
     F("trainer", U16, "the checked trainer's epoch client index"),
     F("reason", CheckFailure),
-    F("reports", U8, "failure reports of this check so far; a strict majority of its verifiers convicts"),
+    F(
+        "reports",
+        U8,
+        "failure reports of this check so far; a strict majority of its verifiers convicts",
+    ),
 )
 ClientDropped = S(
     "ClientDropped", F("run", PUBKEY), F("signer", PUBKEY), F("index", U16), F("_pad", Bytes(6))
@@ -638,7 +756,11 @@ INSTRUCTIONS = (
                 address=INSTRUCTIONS_SYSVAR,
                 doc="where the node key's Ed25519 proof of possession is read",
             ),
-            Account("endpoint", writable=True, doc='PDA ["endpoint", run, user]: written (created on the first join)'),
+            Account(
+                "endpoint",
+                writable=True,
+                doc='PDA ["endpoint", run, user]: written (created on the first join)',
+            ),
             _system,
         ),
         JoinRunArgs,
@@ -647,8 +769,18 @@ INSTRUCTIONS = (
     ),
     Instruction(
         "exit_run",
-        (_payer_user, _run_w, _slot_hashes, _points, _system,
-         Account("endpoint", writable=True, doc='PDA ["endpoint", run, user]: closed, its rent refunded')),
+        (
+            _payer_user,
+            _run_w,
+            _slot_hashes,
+            _points,
+            _system,
+            Account(
+                "endpoint",
+                writable=True,
+                doc='PDA ["endpoint", run, user]: closed, its rent refunded',
+            ),
+        ),
         None,
         "Leave the run; frees the registry slot. Unclaimed points move to the Points account first.",
     ),
@@ -660,27 +792,48 @@ INSTRUCTIONS = (
     ),
     Instruction(
         "settle_points",
-        (Account("payer", writable=True, signer=True, doc="anyone; pays the Points account's rent if new"),
-         _run_w,
-         Account("points", writable=True, doc='PDA ["points", run, wallet]'),
-         _system),
+        (
+            Account(
+                "payer",
+                writable=True,
+                signer=True,
+                doc="anyone; pays the Points account's rent if new",
+            ),
+            _run_w,
+            Account("points", writable=True, doc='PDA ["points", run, wallet]'),
+            _system,
+        ),
         SettlePointsArgs,
         "Move a wallet's unclaimed points into its Points account (permissionless): they then survive "
         "pruning, and the entry can be reused when the registry is full.",
     ),
     Instruction(
         "close_points",
-        (Account("wallet", writable=True, signer=True, doc="the Points account's wallet; receives the rent"),
-         Account("points", writable=True, doc='PDA ["points", run, wallet]'),
-         Account("run", doc="must be closed (no longer a Run account)")),
+        (
+            Account(
+                "wallet",
+                writable=True,
+                signer=True,
+                doc="the Points account's wallet; receives the rent",
+            ),
+            Account("points", writable=True, doc='PDA ["points", run, wallet]'),
+            Account("run", doc="must be closed (no longer a Run account)"),
+        ),
         None,
         "Close a Points account once its run is closed, refunding its rent.",
     ),
     Instruction(
         "close_endpoint",
-        (Account("wallet", writable=True, signer=True, doc="the Endpoint account's wallet; receives the rent"),
-         Account("endpoint", writable=True, doc='PDA ["endpoint", run, wallet]'),
-         Account("run", doc="closed, or a Run that no longer registers the wallet")),
+        (
+            Account(
+                "wallet",
+                writable=True,
+                signer=True,
+                doc="the Endpoint account's wallet; receives the rent",
+            ),
+            Account("endpoint", writable=True, doc='PDA ["endpoint", run, wallet]'),
+            Account("run", doc="closed, or a Run that no longer registers the wallet"),
+        ),
         None,
         "Close an Endpoint account once its run is closed or no longer registers the wallet, refunding its rent.",
     ),
@@ -688,7 +841,11 @@ INSTRUCTIONS = (
         "close_join_authorization",
         (
             Account("join_authority", writable=True, signer=True, doc="receives the rent"),
-            Account("run", writable=True, doc="the grantee's pending join is withdrawn (or the closed run)"),
+            Account(
+                "run",
+                writable=True,
+                doc="the grantee's pending join is withdrawn (or the closed run)",
+            ),
             Account("authorization", writable=True, doc='PDA ["join", run, grantee]'),
         ),
         None,
@@ -696,23 +853,41 @@ INSTRUCTIONS = (
         "was closed too.",
     ),
     Instruction(
-        "tick", (_user, _run_w, _slot_hashes), None,
+        "tick",
+        (_user, _run_w, _slot_hashes),
+        None,
         "Advance the phase when a timeout is due; from the slot after a round's inputs froze, start a "
         "round that waits for its seed (seed_pending).",
     ),
     Instruction("warmup_witness", (_user, _run_w, _slot_hashes), WarmupWitnessArgs),
     Instruction("witness", (_user, _run_w, _slot_hashes), WitnessArgs),
     Instruction("health_check", (_user, _run_w, _slot_hashes), HealthCheckArgs),
-    Instruction("checkpoint", (_user, _run_w, _slot_hashes), CheckpointArgs,
-                "A checkpointer sets where the weights are kept besides peers (kind, repo, revision); "
-                "the weights' hash and step come only from vote_weights."),
-    Instruction("vote_weights", (_user, _run_w, _slot_hashes), VoteWeightsArgs,
-                "A finisher of the epoch that just ended reports its checkpoint's manifest hash; the hash a "
-                "strict majority of the healthy finishers reported becomes the checkpoint's."),
+    Instruction(
+        "checkpoint",
+        (_user, _run_w, _slot_hashes),
+        CheckpointArgs,
+        "A checkpointer sets where the weights are kept besides peers (kind, repo, revision); "
+        "the weights' hash and step come only from vote_weights.",
+    ),
+    Instruction(
+        "vote_weights",
+        (_user, _run_w, _slot_hashes),
+        VoteWeightsArgs,
+        "A finisher of the epoch that just ended reports its checkpoint's manifest hash; the hash a "
+        "strict majority of the healthy finishers reported becomes the checkpoint's.",
+    ),
     Instruction(
         "report_equivocation",
-        (_user, _run_w, _slot_hashes,
-         Account("instructions", address=INSTRUCTIONS_SYSVAR, doc="where the two signed statements are read")),
+        (
+            _user,
+            _run_w,
+            _slot_hashes,
+            Account(
+                "instructions",
+                address=INSTRUCTIONS_SYSVAR,
+                doc="where the two signed statements are read",
+            ),
+        ),
         ReportEquivocationArgs,
         "Two earlier Ed25519 instructions of the same transaction hold the accused node key's signatures "
         "over two result statements for one step with different commitments: the member is convicted.",
@@ -788,17 +963,29 @@ ERRORS = (
     Error("IdentityTaken", "Another wallet of this run already holds this p2p_identity"),
     Error("AlreadyJoined", "Already joined the next epoch with this p2p_identity"),
     Error("NoChange", "The instruction would change nothing"),
-    Error("NonCanonical", "Instruction arguments are not in canonical form (non-zero padding or unused bytes)"),
+    Error(
+        "NonCanonical",
+        "Instruction arguments are not in canonical form (non-zero padding or unused bytes)",
+    ),
     Error("JoinDuringWarmup", "Joins for the next epoch open when this epoch's first round starts"),
     Error("RoundOver", "The round's witness time is over"),
-    Error("SeedPending", "The next round's seed is waiting for the slot its inputs froze in to complete"),
+    Error(
+        "SeedPending",
+        "The next round's seed is waiting for the slot its inputs froze in to complete",
+    ),
     Error("PointsUnclaimed", "Some wallets still hold unclaimed points: settle_points them first"),
     Error("RunStillOpen", "Only allowed once the run is closed"),
-    Error("EquivocationNotProven", "The transaction holds no two valid signed statements by the accused for this step"),
+    Error(
+        "EquivocationNotProven",
+        "The transaction holds no two valid signed statements by the accused for this step",
+    ),
     Error("VoteClosed", "Weights votes are taken from the epoch's end until the next epoch starts"),
     Error("NotChecked", "The seed did not draw this trainer's step for a check"),
     Error("NotAVerifier", "Signer is not one of the verifiers of this check"),
-    Error("CheckExpired", "The check's seed left the window of kept seeds, or belongs to another epoch"),
+    Error(
+        "CheckExpired",
+        "The check's seed left the window of kept seeds, or belongs to another epoch",
+    ),
     Error("DuplicateReport", "This verifier already reported this check"),
     Error("InvalidReason", "reason is not a CheckFailure a report can name"),
 )
@@ -821,5 +1008,8 @@ PROGRAM = ProgramAbi(
         "INSTRUCTIONS_SYSVAR_ID": INSTRUCTIONS_SYSVAR,
         "ED25519_PROGRAM_ID": ED25519_PROGRAM,
     },
-    byte_constants={"JOIN_PROOF_PREFIX": JOIN_PROOF_PREFIX, "RESULT_PROOF_PREFIX": RESULT_PROOF_PREFIX},
+    byte_constants={
+        "JOIN_PROOF_PREFIX": JOIN_PROOF_PREFIX,
+        "RESULT_PROOF_PREFIX": RESULT_PROOF_PREFIX,
+    },
 )

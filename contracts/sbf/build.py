@@ -57,7 +57,9 @@ class Program:
     sources: tuple[Path, ...]
     include: tuple[Path, ...]
     host_sources: tuple[Path, ...]
-    manifest: ProgramManifest | None = None  # the rest of its description: schema, shipping, keypair
+    manifest: ProgramManifest | None = (
+        None  # the rest of its description: schema, shipping, keypair
+    )
 
     @property
     def so_path(self) -> Path:
@@ -220,7 +222,11 @@ def _shown(path: Path) -> str:
 
 
 def build_all(
-    names: list[str] | None = None, *, force: bool = False, log=print, contracts_dir: Path | None = None
+    names: list[str] | None = None,
+    *,
+    force: bool = False,
+    log=print,
+    contracts_dir: Path | None = None,
 ) -> list[Program]:
     """Build the named programs (all when None) under `contracts_dir` (default: contracts/) for SBF and the
     host; returns the programs built."""

@@ -71,7 +71,9 @@ def generate(program: ProgramManifest) -> Generated:
 def programs_with_schemas(
     names: list[str] | None = None, contracts_dir: Path = CONTRACTS_DIR
 ) -> list[ProgramManifest]:
-    found = [m for m in find_manifests(contracts_dir, skip=(contracts_dir / "target", SBF_DIR)) if m.abi]
+    found = [
+        m for m in find_manifests(contracts_dir, skip=(contracts_dir / "target", SBF_DIR)) if m.abi
+    ]
     if names:
         unknown = sorted(set(names) - {m.name for m in found})
         if unknown:
@@ -83,11 +85,15 @@ def programs_with_schemas(
 
 def main(argv: list[str] | None = None, contracts_dir: Path = CONTRACTS_DIR) -> int:
     parser = argparse.ArgumentParser(prog=DRIVER, description=__doc__.splitlines()[0])
-    parser.add_argument("programs", nargs="*", help="program names (default: every one with a schema)")
+    parser.add_argument(
+        "programs", nargs="*", help="program names (default: every one with a schema)"
+    )
     parser.add_argument("--check", action="store_true", help="fail if a generated file is stale")
     args = parser.parse_args(argv)
     try:
-        everything = [generate(m) for m in programs_with_schemas(args.programs or None, contracts_dir)]
+        everything = [
+            generate(m) for m in programs_with_schemas(args.programs or None, contracts_dir)
+        ]
     except (ManifestError, SchemaError) as e:
         print(f"codegen: error: {e}", file=sys.stderr)
         return 1

@@ -109,7 +109,9 @@ def read_manifest(path: Path) -> ProgramManifest:
         raise ManifestError(f"{path}: needs a [program] table with a `name` string")
     name = program["name"]
     if not name.replace("_", "").isalnum():
-        raise ManifestError(f"{path}: program name {name!r} must be letters, digits and underscores")
+        raise ManifestError(
+            f"{path}: program name {name!r} must be letters, digits and underscores"
+        )
     ship = program.get("ship", False)
     if not isinstance(ship, bool):
         raise ManifestError(f"{path}: [program] ship must be true or false")
@@ -120,7 +122,9 @@ def read_manifest(path: Path) -> ProgramManifest:
         include=_strings(program.get("include", []), f"{path}: [program] include"),
         host_sources=_strings(config.get("host", {}).get("sources", []), f"{path}: [host] sources"),
         ship=ship,
-        keypair_file=_file_name(program.get("keypair", f"{name}-keypair.json"), f"{path}: [program] keypair"),
+        keypair_file=_file_name(
+            program.get("keypair", f"{name}-keypair.json"), f"{path}: [program] keypair"
+        ),
         abi=_abi(config.get("abi"), path.parent, path),
     )
 

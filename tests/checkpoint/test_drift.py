@@ -23,6 +23,8 @@ def test_a_perturbed_replica_reloads_the_checkpoint(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         drifted = repair_drift(replicas[1], info.path, info.manifest_hash)
     assert drifted.drifted and drifted.reloaded and "replica drift" in caplog.text
-    assert parameter_digest(replicas[1]) == parameter_digest(replicas[0]) == drifted.checkpoint_digest
+    assert (
+        parameter_digest(replicas[1]) == parameter_digest(replicas[0]) == drifted.checkpoint_digest
+    )
     # repaired in place: the optimizer still holds the model's parameters
     assert optimizer.param_groups[0]["params"][0] is next(replicas[1].parameters())

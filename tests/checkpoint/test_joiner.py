@@ -87,7 +87,9 @@ async def test_all_peers_corrupt_is_a_clear_error_and_only_good_parts_stay(nodes
         await liar.share_directory(corrupt_copy(info.path, tmp_path / f"bad{k}"), manifest)
     dest = tmp_path / "joined"
     with pytest.raises(CheckpointUnavailable, match="from 2 peers"):
-        await fetch_checkpoint(FromPeers(joiner, tuple(p.address for p in liars)), info.manifest_hash, dest)
+        await fetch_checkpoint(
+            FromPeers(joiner, tuple(p.address for p in liars)), info.manifest_hash, dest
+        )
     assert not dest.exists()
     # the parts that verified wait for a resume; the weights' part (no peer had it right) is not one
     journal = (tmp_path / ".tmp-fetch-joined.parts").read_text().split()
@@ -173,12 +175,17 @@ async def test_a_sharded_fetch_resumes_from_other_holders_and_spreads(nodes, tmp
 async def test_hub_local_directory_is_verified(tmp_path, model):
     info = save_checkpoint(model, tmp_path / "saved", run_id="r", step=1, epoch=0)
     assert await fetch_checkpoint(FromSeed(), info.manifest_hash, tmp_path / "x") is None
-    assert await fetch_checkpoint(FromHub(str(info.path)), info.manifest_hash, tmp_path / "x") == info.path
+    assert (
+        await fetch_checkpoint(FromHub(str(info.path)), info.manifest_hash, tmp_path / "x")
+        == info.path
+    )
     bad = corrupt_copy(info.path, tmp_path / "bad")
     with pytest.raises(CheckpointUnavailable, match="manifest hash"):
         await fetch_checkpoint(FromHub(str(bad)), info.manifest_hash, tmp_path / "x")
     with pytest.raises(CheckpointUnavailable, match="owner/name"):
-        await fetch_checkpoint(FromHub("not a repo", revision="main"), info.manifest_hash, tmp_path / "x")
+        await fetch_checkpoint(
+            FromHub("not a repo", revision="main"), info.manifest_hash, tmp_path / "x"
+        )
 
 
 def test_hub_snapshot_copy_follows_symlinks_and_drops_hub_files(tmp_path, model):
@@ -193,7 +200,9 @@ def test_hub_snapshot_copy_follows_symlinks_and_drops_hub_files(tmp_path, model)
     (snap / ".gitattributes").write_text("*.safetensors filter=lfs\n")
     dest = copy_verified(snap, info.manifest_hash, tmp_path / "dest", skip={".gitattributes"})
     assert not any(p.is_symlink() for p in dest.iterdir())
-    assert torch.equal(load_checkpoint(dest, info.manifest_hash).model.lm_head.weight, model.lm_head.weight)
+    assert torch.equal(
+        load_checkpoint(dest, info.manifest_hash).model.lm_head.weight, model.lm_head.weight
+    )
     with pytest.raises(CheckpointError):
         copy_verified(snap, bytes(32), tmp_path / "dest2")
     assert not (tmp_path / "dest2").exists()

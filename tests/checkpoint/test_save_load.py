@@ -44,7 +44,9 @@ def same_tensors(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 )
 def test_transformers_loads_a_checkpoint_unchanged(tmp_path, preset, overrides, shard):
     model = tiny_model(preset, **overrides)
-    info = save_checkpoint(model, tmp_path, run_id="run/../x", step=7, epoch=2, max_shard_bytes=shard)
+    info = save_checkpoint(
+        model, tmp_path, run_id="run/../x", step=7, epoch=2, max_shard_bytes=shard
+    )
     assert info.path == tmp_path / "run_.._x-step7" and info.step == 7
     files = {p.name for p in info.path.iterdir()}
     assert {"config.json", "cohort.json"} <= files
@@ -78,7 +80,9 @@ def test_manifest_hash_is_stable_across_processes_and_sees_one_byte(tmp_path):
                               epoch=0).manifest_hash.hex())
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == info.manifest_hash.hex()
     weights = info.path / "model.safetensors"
@@ -156,5 +160,7 @@ def test_background_writer_keeps_the_last_n(tmp_path, model):
     assert [p.name for _, p in list_checkpoints(tmp_path)] == ["r-step2", "r-step3"]
     assert manifest_hash(infos[-1].path) == infos[-1].manifest_hash
     loaded = load_checkpoint(infos[-1].path, infos[-1].manifest_hash).model
-    assert parameter_digest(loaded) != parameter_digest(model)  # the snapshot, not the later weights
+    assert parameter_digest(loaded) != parameter_digest(
+        model
+    )  # the snapshot, not the later weights
     assert infos[1].manifest_hash != infos[2].manifest_hash

@@ -13,4 +13,6 @@ from cohort.client.runtime.local_run import write_config
 @pytest.fixture
 def ci_config(tmp_path: Path) -> Path:
     """Epochs of ~12 s of rounds; a client that went silent costs one 5 s round."""
-    return write_config(tmp_path / "run.toml", epoch_time=14, max_round_train_time=5, warmup_time=12)
+    return write_config(
+        tmp_path / "run.toml", epoch_time=14, max_round_train_time=5, warmup_time=12
+    )

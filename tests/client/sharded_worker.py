@@ -29,7 +29,12 @@ CHECK_SEED = b"drawn after the member's step was decided"
 
 
 def main() -> None:
-    config, folder, rank, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    config, folder, rank, port = (
+        Path(sys.argv[1]),
+        Path(sys.argv[2]),
+        int(sys.argv[3]),
+        int(sys.argv[4]),
+    )
     torch.set_num_threads(1)
     run_file = load_run_file(config, CoordinatorCore())
     spec = training_spec(run_file.metadata, run_file.model)
@@ -40,8 +45,9 @@ def main() -> None:
             return
         member = ShardedReplica(spec, seed=SEED, micro_batch_size=2, scratch=folder / "scratch")
         out: dict = {"start": member.digest(), "states": {}, "loss": {}}
-        batches = json.loads((folder / "batches.json").read_text())  # step -> [start, end): 6 sequences
-
+        batches = json.loads(
+            (folder / "batches.json").read_text()
+        )  # step -> [start, end): 6 sequences
 
         def train(step: int) -> None:  # 3 sequences a rank, in micro-batches of 2
             trained = member.train(step, *batches[str(step)])
@@ -59,12 +65,16 @@ def main() -> None:
         member.apply(1, decided)  # step 3 trains on the weights after step 1's results
         out["applied"], out["checksum"] = member.digest(), member.checksum()
         # a checkpoint written by rows from both ranks: the files a one-process replica writes of these weights
-        info = member.checkpoint(CheckpointWriter(folder / "member-checkpoints"), run_id="t", step=2, epoch=0).result()
+        info = member.checkpoint(
+            CheckpointWriter(folder / "member-checkpoints"), run_id="t", step=2, epoch=0
+        ).result()
         out["checkpoint"] = [str(info.path), info.manifest_hex]
         out["eval"] = member.evaluate(4).loss
         train(3)
         # the member checks the other trainer's steps on its shards, from that trainer's committed parts
-        other = json.loads((folder / "other.json").read_text())  # step -> its state's root and manifest
+        other = json.loads(
+            (folder / "other.json").read_text()
+        )  # step -> its state's root and manifest
         states = {int(k): CommittedState(Path(v["root"]), Manifest.decode(bytes.fromhex(v["manifest"])))
                   for k, v in other.items()}  # fmt: skip
         payloads = {step: (folder / f"other-{step}.bin").read_bytes() for step in states}
@@ -80,12 +90,18 @@ def main() -> None:
         flipped = member.codec.encode(DistroResult(result.step, result.batch,
                                                    tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
                                                    result.state))  # fmt: skip
-        verdict = member.verify_step(3, flipped, payloads[2], CHECK_SEED, before, parts, after, parts)
+        verdict = member.verify_step(
+            3, flipped, payloads[2], CHECK_SEED, before, parts, after, parts
+        )
         out["checks"]["flipped"] = [verdict.passed, verdict.reason, verdict.metrics]
         out["after_checks"] = member.digest()
         train(4)
-        start = json.loads((folder / "start-checkpoint.json").read_text())  # another replica's, of other weights
-        member.load(Path(start["path"]), bytes.fromhex(start["manifest"]))  # every rank reads its rows
+        start = json.loads(
+            (folder / "start-checkpoint.json").read_text()
+        )  # another replica's, of other weights
+        member.load(
+            Path(start["path"]), bytes.fromhex(start["manifest"])
+        )  # every rank reads its rows
         out["loaded"] = member.digest()
         (folder / "member.json").write_text(json.dumps(out))
         member.close()

@@ -63,22 +63,37 @@ class Peers:
         for node in self.nodes:
             node.set_clients(addresses)
         self.posted: list = []
-        recorder = SimpleNamespace(emit=lambda name, **f: self.events.append((name, f)), status=lambda **_: None)
+        recorder = SimpleNamespace(
+            emit=lambda name, **f: self.events.append((name, f)), status=lambda **_: None
+        )
         self.exchange = Exchange(self.nodes[0], self.keys[0], self.idl, self.run, recorder,  # type: ignore[arg-type]
                                  self.posted.append, check, lambda: SIZE)  # fmt: skip
-        members = [SimpleNamespace(index=i, p2p_identity=Pubkey(bytes(k.node_id.key))) for i, k in enumerate(self.keys)]
-        run = SimpleNamespace(clients=members, progress=SimpleNamespace(step=0), config=SimpleNamespace(max_round_train_time=8),
-                              epoch_number=EPOCH)
+        members = [
+            SimpleNamespace(index=i, p2p_identity=Pubkey(bytes(k.node_id.key)))
+            for i, k in enumerate(self.keys)
+        ]
+        run = SimpleNamespace(
+            clients=members,
+            progress=SimpleNamespace(step=0),
+            config=SimpleNamespace(max_round_train_time=8),
+            epoch_number=EPOCH,
+        )
         self.exchange.set_view(SimpleNamespace(run=run, newest=None))  # type: ignore[arg-type]
         self.exchange.set_peers({i: a for i, a in enumerate(addresses) if i}, tuple(range(n)), None)
 
     def announce(self, sender: int, body: bytes, round: int, key: NodeKey | None = None) -> None:
-        announcement = Announcement.create(key or self.keys[sender], gossip_topic(bytes(self.run)), round, 0, body)
+        announcement = Announcement.create(
+            key or self.keys[sender], gossip_topic(bytes(self.run)), round, 0, body
+        )
         self.exchange.on_message(announcement)
 
-    def signed(self, sender: int, step: int, batch: tuple[int, int], data: bytes, by: NodeKey | None = None) -> bytes:
+    def signed(
+        self, sender: int, step: int, batch: tuple[int, int], data: bytes, by: NodeKey | None = None
+    ) -> bytes:
         commitment = hashlib.sha256(data).digest()
-        signature = (by or self.keys[sender]).sign(result_statement(self.idl, self.run, EPOCH, step, batch, commitment))
+        signature = (by or self.keys[sender]).sign(
+            result_statement(self.idl, self.run, EPOCH, step, batch, commitment)
+        )
         return Result(step, *batch, commitment, len(data), signature).encode()
 
     async def outcome(self, timeout: float = 10.0):
@@ -101,15 +116,21 @@ async def test_only_members_signed_statements_reach_the_machine(peers):
     peers.announce(1, peers.signed(1, 5, (0, 8), data), 5)
     posted = await peers.outcome()
     assert isinstance(posted, PeerResult) and posted.sender == 1 and posted.result.step == 5
-    peers.announce(1, peers.signed(1, 5, (0, 8), data, by=peers.keys[2]), 5)  # another member's signature
+    peers.announce(
+        1, peers.signed(1, 5, (0, 8), data, by=peers.keys[2]), 5
+    )  # another member's signature
     peers.announce(1, peers.signed(1, 6, (0, 8), data), 5)  # a step other than its gossip round
     stranger = NodeKey.generate()
-    peers.announce(1, peers.signed(1, 5, (0, 8), data, by=stranger), 5, key=stranger)  # not a member at all
+    peers.announce(
+        1, peers.signed(1, 5, (0, 8), data, by=stranger), 5, key=stranger
+    )  # not a member at all
     peers.announce(2, Ready(0).encode(), 5)
     assert await peers.outcome() == PeerReady(2, 0)
     assert not peers.posted
     assert [f["error"] for name, f in peers.events if name == "bad_message"] == [
-        "result statement not signed by its trainer", "step differs from its gossip round"]
+        "result statement not signed by its trainer",
+        "step differs from its gossip round",
+    ]
 
 
 async def test_a_dropped_member_is_no_longer_heard(peers):
@@ -145,7 +166,9 @@ async def test_a_good_payload_is_kept_and_served_onward(peers):
     peers.exchange.fetch(5, 1, commitment, (0, 8))
     assert await peers.outcome() == ResultHeld(5, 1, commitment)
     assert peers.nodes[0].store.get(commitment) == data
-    fetched = await peers.nodes[2].fetcher.fetch(commitment, [peers.nodes[0].address], max_size=SIZE)
+    fetched = await peers.nodes[2].fetcher.fetch(
+        commitment, [peers.nodes[0].address], max_size=SIZE
+    )
     assert fetched == data  # node 0 serves what it checked
 
 
@@ -158,7 +181,6 @@ async def test_a_provider_that_never_answers_costs_a_bounded_time(peers, monkeyp
     failed = await peers.outcome()
     assert isinstance(failed, ResultFailed) and not failed.bad
     assert asyncio.get_running_loop().time() - started < 5
-
 
 
 async def test_bytes_we_hold_are_refused_for_a_trainer_whose_batch_they_do_not_name(peers):
@@ -175,7 +197,12 @@ async def test_bytes_we_hold_are_refused_for_a_trainer_whose_batch_they_do_not_n
             peers.exchange.headers.clear()
         peers.exchange.fetch(5, 2, commitment, (8, 16))
         failed = await peers.outcome()
-        assert isinstance(failed, ResultFailed) and failed.bad and failed.sender == 2 and "a copy" in failed.reason
+        assert (
+            isinstance(failed, ResultFailed)
+            and failed.bad
+            and failed.sender == 2
+            and "a copy" in failed.reason
+        )
         peers.exchange.fetch(5, 1, commitment, (0, 8))  # the original is still its trainer's
         assert await peers.outcome() == ResultHeld(5, 1, commitment)
     assert peers.nodes[0].store.get(commitment) == data
@@ -204,19 +231,30 @@ async def test_an_equivocators_two_statements_reach_every_peer_whatever_fillers_
         peers.nodes[i].gossip.on_message = (exchange := Exchange(peers.nodes[i], peers.keys[i], peers.idl, peers.run, SimpleNamespace(emit=lambda *a, **f: None),
                             posted[i].append, check, lambda: SIZE)).on_message  # type: ignore[arg-type]  # fmt: skip
         exchange.set_view(peers.exchange.view)  # type: ignore[arg-type]
-        exchange.set_peers({j: n.address for j, n in enumerate(peers.nodes) if j != i}, tuple(range(4)), None)
+        exchange.set_peers(
+            {j: n.address for j, n in enumerate(peers.nodes) if j != i}, tuple(range(4)), None
+        )
     attacker, topic = peers.keys[3], gossip_topic(bytes(peers.run))
     quota = peers.nodes[0].gossip.config.max_per_origin_round
     twins = [peers.signed(3, 1, (0, 8), payload(1, (0, 8))[:-1] + bytes([k])) for k in (0, 1)]
     for k, (victim, twin) in enumerate(zip(peers.nodes[:2], twins, strict=True)):
         bodies = [twin] + [b"filler %d" % n for n in range(quota - 1)]
-        frames = [Announcement.create(attacker, topic, 1, 1000 * k + seq, body).encode() for seq, body in enumerate(bodies)]
+        frames = [
+            Announcement.create(attacker, topic, 1, 1000 * k + seq, body).encode()
+            for seq, body in enumerate(bodies)
+        ]
         with contextlib.suppress(RemoteError):  # what was over the quota is refused (the rest kept)
-            async with peers.nodes[3].transport.request(victim.address, PUSH_PROTOCOL, push_body(frames)) as reply:
+            async with peers.nodes[3].transport.request(
+                victim.address, PUSH_PROTOCOL, push_body(frames)
+            ) as reply:
                 await reply.read()
     for _ in range(2):
         for node in peers.nodes[:3]:
             await node.gossip.repair_now()
     for i in range(3):
-        stated = {m.result.commitment for m in posted[i] if isinstance(m, PeerResult) and m.sender == 3}
-        assert stated == {decode_message(t).commitment for t in twins}, f"node {i} holds {len(stated)} of the two"
+        stated = {
+            m.result.commitment for m in posted[i] if isinstance(m, PeerResult) and m.sender == 3
+        }
+        assert stated == {decode_message(t).commitment for t in twins}, (
+            f"node {i} holds {len(stated)} of the two"
+        )

@@ -23,7 +23,13 @@ class StubRpc:
     """Answers getAccountInfo from a script: None (no account), bytes, or an exception to raise."""
 
     def __init__(self, program, answers) -> None:
-        self.program, self.answers, self.url, self.idl, self.commitment = program, list(answers), "stub://rpc", None, "confirmed"
+        self.program, self.answers, self.url, self.idl, self.commitment = (
+            program,
+            list(answers),
+            "stub://rpc",
+            None,
+            "confirmed",
+        )
         self.reads = 0
 
     async def account_owner_and_data(self, address):
@@ -46,12 +52,16 @@ async def test_one_empty_answer_is_not_a_closed_run(monkeypatch):
     monkeypatch.setattr("cohort.sdk.client.asyncio.sleep", _no_sleep)
     core = CoordinatorCore()
     host = HostRun(core)
-    chain = RunClient(StubRpc(host.address, [None, run_bytes(core, host)]), host.address, idl=core.idl)  # type: ignore[arg-type]
+    chain = RunClient(
+        StubRpc(host.address, [None, run_bytes(core, host)]), host.address, idl=core.idl
+    )  # type: ignore[arg-type]
     state = await _Follower(chain, host.address, hot=False).poll()
     assert state.run_id == "host-run"  # a lagging node's empty answer was read again
     closed = RunClient(StubRpc(host.address, [None]), host.address, idl=core.idl)  # type: ignore[arg-type]
     follower = _Follower(closed, host.address, hot=False)
-    assert await follower.poll() is not None and closed.rpc.reads == 3  # closed: three answers agree
+    assert (
+        await follower.poll() is not None and closed.rpc.reads == 3
+    )  # closed: three answers agree
 
 
 async def _no_sleep(_seconds: float) -> None:
@@ -65,7 +75,9 @@ async def test_the_follower_survives_a_truncated_account_and_keeps_following():
     events: list[tuple[str, dict]] = []
     client = Client.__new__(Client)
     client.inbox = asyncio.Queue()
-    client.events = SimpleNamespace(emit=lambda name, **f: events.append((name, f)), status=lambda **_: None)
+    client.events = SimpleNamespace(
+        emit=lambda name, **f: events.append((name, f)), status=lambda **_: None
+    )
     client.core, client.run_address, client.latest, client._shown = core, host.address, None, None
     client.wallet = SimpleNamespace(pubkey=lambda: host.wallets[0])
     calls = {"n": 0}
@@ -73,7 +85,9 @@ async def test_the_follower_survives_a_truncated_account_and_keeps_following():
     async def watch(*_args, **_kwargs):
         calls["n"] += 1
         if calls["n"] == 1:
-            raise IdlError("Run: data ends at byte 59000 of 59568")  # what a truncated account decodes to
+            raise IdlError(
+                "Run: data ends at byte 59000 of 59568"
+            )  # what a truncated account decodes to
         yield good
         await asyncio.sleep(3600)
 
@@ -91,7 +105,9 @@ async def test_a_websocket_that_stalls_does_not_freeze_the_state():
     host = HostRun(core)
     answers = [run_bytes(core, host)]
     host.join_all()
-    later = bytearray(run_bytes(core, host))  # a later state: the program bumps the nonce, the core does not
+    later = bytearray(
+        run_bytes(core, host)
+    )  # a later state: the program bumps the nonce, the core does not
     at = 8 + core.idl.offset_of("Run", "nonce")
     later[at : at + 8] = (5).to_bytes(8, "little")
     answers.append(bytes(later))

@@ -104,7 +104,11 @@ class Driver:
         """Started, our step 1 trained and everyone's held, round 1 attested nothing and round 2 decided step
         1 with every result: the actions of the update that saw it, and the results held."""
         self.start()
-        self.feed(Trained(0, 1, self.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
+        self.feed(
+            Trained(
+                0, 1, self.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5
+            )
+        )
         held = self.hold_all(1)
         self.host.decide(ResultsList.of(0, {}).root)
         self.host.start_pending()
@@ -145,13 +149,17 @@ def test_joins_once_in_waiting_for_members_and_again_after_a_failed_join(core):
     assert of(d.feed(), Join) == []  # in flight: never asked twice
     assert of(d.feed(TxDone("join", 0, False, "rpc")), Join) == []  # the retry waits its time
     assert of(d.feed(TimerFired(), dt=2.0), Join) == [Join()]
-    assert of(d.feed(TxDone("join", 0, False, "RunFull")), Finish) == [Finish(ExitCode.RUN_FULL, "cannot join: RunFull")]
+    assert of(d.feed(TxDone("join", 0, False, "RunFull")), Finish) == [
+        Finish(ExitCode.RUN_FULL, "cannot join: RunFull")
+    ]
 
 
 def test_warmup_prepares_the_weights_then_says_ready_on_a_timer_and_witnesses_once_all_are(core):
     d = Driver(core)
     d.host.to_warmup()
-    assert of(d.feed(), PrepareEpoch) == [PrepareEpoch(0, "start")]  # a new run: its own first weights
+    assert of(d.feed(), PrepareEpoch) == [
+        PrepareEpoch(0, "start")
+    ]  # a new run: its own first weights
     assert of(d.feed(), PrepareEpoch) == []
     out = d.feed(EpochPrepared(0, True, digest=7))
     assert of(out, AnnounceReady) == [AnnounceReady(0)] and of(out, Allow)
@@ -180,7 +188,9 @@ def test_trains_the_first_two_steps_back_to_back_without_a_chain_update(core):
     (train,) = of(out, Train)
     assert train.step == 1 and train.batch == d.view().rounds[1].assignment[0]
     out = d.feed(Trained(0, 1, train.batch, commitment(1, 0), 100, 5.0, 1024, 0.5))
-    assert of(out, Train) == [Train(0, 2, d.view().rounds[2].assignment[0])]  # round 2's batch: known ahead
+    assert of(out, Train) == [
+        Train(0, 2, d.view().rounds[2].assignment[0])
+    ]  # round 2's batch: known ahead
     assert not d.view().rounds[2].stored
     out = d.feed(Trained(0, 2, (0, 1), commitment(2, 0), 100, 5.0, 1024, 0.5))
     assert of(out, Train) == []  # step 3 needs step 1 applied first
@@ -216,11 +226,17 @@ def test_rounds_that_start_in_the_instruction_that_decides_are_followed_alike(co
         d.host.advance(0, 1)
         d.host.decide(decided.root)
         run = d.host.run()
-        assert run.progress.step == step + 1 and run.state.value == "RoundTrain" and not run.seed_pending
+        assert (
+            run.progress.step == step + 1
+            and run.state.value == "RoundTrain"
+            and not run.seed_pending
+        )
         out = d.feed()
         if step == 1:
             assert not of(out, Apply) and not of(out, LeaveEpoch)
-    assert [(a.step, a.commitments) for a in of(out, Apply)] == [(1, tuple(held[i] for i in sorted(held)))]
+    assert [(a.step, a.commitments) for a in of(out, Apply)] == [
+        (1, tuple(held[i] for i in sorted(held)))
+    ]
 
 
 def test_a_lagging_trainer_applies_a_step_only_after_the_next_one_went_to_the_worker(core):
@@ -230,12 +246,16 @@ def test_a_lagging_trainer_applies_a_step_only_after_the_next_one_went_to_the_wo
     out, held = d.step_1_decided()
     assert [a.step for a in of(out, Apply)] == [1]  # step 2 is training already: 1 may go
     d.feed(Applied(0, 1, len(held), digest=7))
-    held = d.hold_all(2)  # everyone's step 2 is in, ours included; our training of step 2 still runs
+    held = d.hold_all(
+        2
+    )  # everyone's step 2 is in, ours included; our training of step 2 still runs
     d.host.start_pending()
     d.feed()
     d.host.decide(ResultsList.of(2, held).root)
     assert not of(d.feed(), Apply)  # applying 2 now would move the weights step 3 must train on
-    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    out = d.feed(
+        Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5)
+    )
     kinds = [type(a) for a in out if isinstance(a, (Train, Apply))]
     assert kinds == [Train, Apply] and of(out, Train)[0].step == 3 and of(out, Apply)[0].step == 2
 
@@ -250,12 +270,20 @@ def test_a_deeper_pipeline_trains_further_ahead_and_applies_only_behind_it(core)
     d.host.decide(ResultsList.of(0, {}).root)  # round 1 attests step 0
     d.host.start_pending()
     d.feed()  # round 2 runs: step 3's batch is known
-    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
-    assert of(out, Train) == [Train(0, 3, d.view().rounds[3].assignment[0])]  # with depth 2 it waits for step 1
+    out = d.feed(
+        Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5)
+    )
+    assert of(out, Train) == [
+        Train(0, 3, d.view().rounds[3].assignment[0])
+    ]  # with depth 2 it waits for step 1
     d.host.decide(ResultsList.of(1, held).root)
     out = d.feed()
-    assert [a.step for a in of(out, Apply)] == [1]  # step 3 is in the worker: step 1 may move the weights
-    out = d.feed(Trained(0, 3, d.view().rounds[3].assignment[0], commitment(3, 0), 100, 5.0, 1024, 0.5))
+    assert [a.step for a in of(out, Apply)] == [
+        1
+    ]  # step 3 is in the worker: step 1 may move the weights
+    out = d.feed(
+        Trained(0, 3, d.view().rounds[3].assignment[0], commitment(3, 0), 100, 5.0, 1024, 0.5)
+    )
     assert not of(out, Train)  # step 4 trains on the weights after step 1: not applied yet
     d.host.start_pending()
     d.feed()
@@ -273,7 +301,9 @@ def test_with_depth_3_a_step_is_not_applied_before_the_step_two_ahead_went_to_th
     d.feed()
     d.host.decide(ResultsList.of(1, held).root)
     assert not of(d.feed(), Apply)  # step 3 trains on the weights before step 1: it goes first
-    out = d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    out = d.feed(
+        Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5)
+    )
     kinds = [(type(a).__name__, a.step) for a in out if isinstance(a, (Train, Apply))]
     assert kinds == [("Train", 3), ("Apply", 1)]
 
@@ -286,7 +316,9 @@ def test_a_decided_list_other_than_ours_is_fetched_and_only_it_is_applied(core):
     d.host.decide(ResultsList.of(0, {}).root)
     d.host.start_pending()
     d.feed()
-    decided = ResultsList.of(1, {1: commitment(1, 1), 2: commitment(1, 2, salt=9)})  # not what we hold
+    decided = ResultsList.of(
+        1, {1: commitment(1, 1), 2: commitment(1, 2, salt=9)}
+    )  # not what we hold
     d.host.decide(decided.root)
     out = d.feed()
     (ask,) = of(out, FetchList)
@@ -303,7 +335,9 @@ def test_a_replica_that_is_no_seat_serves_the_decided_list_it_holds(core):
     (it is no seat, and fetched nothing) serves it, once, and applies it."""
     probe = Driver(core, clients=5)
     probe.past_the_first_round()
-    me = next(i for i in range(5) if i not in probe.host.seats())  # no seat in round 2, which decides step 1
+    me = next(
+        i for i in range(5) if i not in probe.host.seats()
+    )  # no seat in round 2, which decides step 1
     d = Driver(core, clients=5, me=me)
     d.start()
     mine = d.view().rounds[1].assignment[me]
@@ -317,7 +351,9 @@ def test_a_replica_that_is_no_seat_serves_the_decided_list_it_holds(core):
     d.host.decide(decided.root)
     out = d.feed()
     assert of(out, ServeList) == [ServeList(decided)] and not of(out, FetchList)
-    assert of(out, Apply) or d.machine.applying is None  # applied now, or after the step the pipeline trains
+    assert (
+        of(out, Apply) or d.machine.applying is None
+    )  # applied now, or after the step the pipeline trains
     assert not of(d.feed(), ServeList)  # once
 
 
@@ -325,15 +361,21 @@ def test_a_step_its_round_did_not_decide_applies_nothing_everywhere(core):
     d = Driver(core)
     d.past_the_first_round()
     config = d.host.run().config
-    for k, index in enumerate(list(d.host.seats())[:2]):  # two seats, two different roots: no majority
+    for k, index in enumerate(
+        list(d.host.seats())[:2]
+    ):  # two seats, two different roots: no majority
         assert d.host.witness(index, bytes([k + 1]) * 32) == 0
     d.host.advance(config.max_round_train_time)
     assert d.host.tick() == 0  # training time is up: RoundWitness
     d.host.advance(config.round_witness_time)
-    assert d.host.tick() == 0  # the witness time too: the round ends undecided, the next starts at once
+    assert (
+        d.host.tick() == 0
+    )  # the witness time too: the round ends undecided, the next starts at once
     out = d.feed()
     assert d.host.run().progress.step == 3 and not d.host.run().seed_pending
-    assert [a.fields for a in emitted(out, "applied")] == [{"step": 1, "results": 0, "decided": False}]
+    assert [a.fields for a in emitted(out, "applied")] == [
+        {"step": 1, "results": 0, "decided": False}
+    ]
     assert not of(out, Apply) and not of(out, FetchList)
 
 
@@ -373,7 +415,9 @@ def test_a_seat_waits_for_every_expected_result_then_witnesses(core):
 
 
 def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without_it(core):
-    d = seated_driver(core, round_step=3)  # step 2: not the epoch's first, which is waited for longer
+    d = seated_driver(
+        core, round_step=3
+    )  # step 2: not the epoch's first, which is waited for longer
     assignment = d.view().rounds[2].assignment
     withheld = next(i for i in assignment if i != d.me)
     for index in assignment:
@@ -384,7 +428,9 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
     out = d.feed(TimerFired(), dt=grace)
     (submitted,) = of(out, SubmitWitness)
     assert withheld not in submitted.results.indices
-    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{withheld: "not announced"}]  # says why
+    assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [
+        {withheld: "not announced"}
+    ]  # says why
     # the result arrives late: the record is replaced (an undecided round), at most once a second
     d.feed(TxDone("witness", 3, True))
     d.feed(PeerResult(withheld, d.result(2, withheld)))
@@ -393,7 +439,9 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
     assert withheld in again.results.indices
 
 
-def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the_training_time(core):
+def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the_training_time(
+    core,
+):
     """A trainer that announces at once and serves just before seats give up (measured: every round lasted
     about T) is late once its serve time from the announcement is over: the seat leaves it out then,
     reports it late, and does not wait the silent grace, let alone T."""
@@ -414,7 +462,9 @@ def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the
     out = d.feed(TimerFired(), dt=0.2)
     (submitted,) = of(out, SubmitWitness)
     assert late not in submitted.results.indices
-    assert [(e.fields["step"], e.fields["trainer"]) for e in emitted(out, "late_result")] == [(2, late)]
+    assert [(e.fields["step"], e.fields["trainer"]) for e in emitted(out, "late_result")] == [
+        (2, late)
+    ]
     assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{late: "late"}]
     # reported once: a record replaced later does not report it again
     d.feed(TxDone("witness", 3, True))
@@ -430,7 +480,9 @@ def test_an_announced_result_gets_the_time_its_size_takes_but_no_more_than_the_l
     slow = next(i for i in assignment if i != d.me)
     size = 256 << 10  # two seconds at the serve rate, over two hops
     batch = d.view().rounds[2].assignment[slow]
-    d.feed(PeerResult(slow, Result(2, *batch, commitment(2, slow), 64 * size, b"s" * 64)))  # claims 64x
+    d.feed(
+        PeerResult(slow, Result(2, *batch, commitment(2, slow), 64 * size, b"s" * 64))
+    )  # claims 64x
     for index in assignment:
         if index != slow:
             if index != d.me:
@@ -464,7 +516,10 @@ def test_an_equivocating_trainer_is_reported_and_never_attested(core):
     assert not of(d.feed(PeerResult(liar, first)), ReportEquivocation)
     d.feed(ResultHeld(1, liar, first.commitment))
     (report,) = of(d.feed(PeerResult(liar, second)), ReportEquivocation)
-    assert report.index == liar and {report.first.commitment, report.second.commitment} == {first.commitment, second.commitment}
+    assert report.index == liar and {report.first.commitment, report.second.commitment} == {
+        first.commitment,
+        second.commitment,
+    }
     out = []
     for index in d.view().rounds[1].assignment:
         if index != liar:
@@ -489,10 +544,17 @@ def test_a_failed_payload_is_not_fetched_again_and_one_fetch_runs_per_trainer(co
     index = next(i for i in d.view().rounds[1].assignment if i != d.me)
     fetches = of(d.feed(PeerResult(index, d.result(1, index))), Fetch)
     assert [f.sender for f in fetches] == [index]
-    assert not of(d.feed(PeerResult(index, d.result(2, index) if 2 in d.view().rounds else d.result(1, index))), Fetch)
+    assert not of(
+        d.feed(
+            PeerResult(index, d.result(2, index) if 2 in d.view().rounds else d.result(1, index))
+        ),
+        Fetch,
+    )
     out = d.feed(ResultFailed(1, index, commitment(1, index), True, "payload of 1 bytes"))
     assert emitted(out, "bad_result")
-    assert not [f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.step == 1 and f.sender == index]
+    assert not [
+        f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.step == 1 and f.sender == index
+    ]
 
 
 # -- copies and twins: a result is judged per (trainer, commitment) ------------------------------------
@@ -511,7 +573,9 @@ def test_a_byte_for_byte_copy_is_refused_for_its_copier_and_never_for_the_origin
     copied = commitment(1, original)
     out = d.feed(PeerResult(copier, Result(1, *assignment[copier], copied, 100, b"s" * 64)))
     out += d.feed(PeerResult(original, d.result(1, original)))
-    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [{"step": 1, "trainers": [copier, original]}]
+    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [
+        {"step": 1, "trainers": [copier, original]}
+    ]
     out = []
     for index in assignment:
         if index != copier:
@@ -519,8 +583,12 @@ def test_a_byte_for_byte_copy_is_refused_for_its_copier_and_never_for_the_origin
     assert not of(out, SubmitWitness)  # the copier's verdict is not in yet
     out = d.feed(ResultFailed(1, copier, copied, True, COPY))
     (submitted,) = of(out, SubmitWitness)  # no grace waited for a result it cannot give
-    assert submitted.results.entries == tuple((i, commitment(1, i)) for i in sorted(assignment) if i != copier)
-    assert not [f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.sender == copier]  # never asked again
+    assert submitted.results.entries == tuple(
+        (i, commitment(1, i)) for i in sorted(assignment) if i != copier
+    )
+    assert not [
+        f for f in of(d.feed(TimerFired(), dt=5), Fetch) if f.sender == copier
+    ]  # never asked again
 
 
 def test_a_commitment_two_trainers_announced_is_fetched_from_its_announcer_last(core):
@@ -528,8 +596,12 @@ def test_a_commitment_two_trainers_announced_is_fetched_from_its_announcer_last(
     assignment = d.view().rounds[1].assignment
     original, copier = [i for i in assignment if i != d.me][:2]
     fetches = of(d.feed(PeerResult(original, d.result(1, original))), Fetch)
-    assert [(f.sender, f.decided) for f in fetches] == [(original, False)]  # only its trainer holds it yet
-    d.feed(PeerResult(copier, Result(1, *assignment[copier], commitment(1, original), 100, b"s" * 64)))
+    assert [(f.sender, f.decided) for f in fetches] == [
+        (original, False)
+    ]  # only its trainer holds it yet
+    d.feed(
+        PeerResult(copier, Result(1, *assignment[copier], commitment(1, original), 100, b"s" * 64))
+    )
     d.feed(ResultFailed(1, original, commitment(1, original), False, "busy"))
     fetches = of(d.feed(TimerFired(), dt=1), Fetch)
     assert {(f.sender, f.decided) for f in fetches} == {(original, True)}  # other holders first
@@ -547,7 +619,9 @@ def test_one_commitment_held_for_two_trainers_is_attested_for_neither(core):
     (submitted,) = of(out, SubmitWitness)
     assert a not in submitted.results.indices and b not in submitted.results.indices
     assert len(set(submitted.results.commitments)) == len(submitted.results.entries)
-    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [{"step": 1, "trainers": [a, b], "held": True}]
+    assert [e.fields for e in emitted(out, "duplicate_commitment")] == [
+        {"step": 1, "trainers": [a, b], "held": True}
+    ]
 
 
 def test_a_decided_list_that_names_one_commitment_twice_applies_it_once(core):
@@ -558,7 +632,11 @@ def test_a_decided_list_that_names_one_commitment_twice_applies_it_once(core):
     d.feed(Trained(0, 1, d.view().rounds[1].assignment[0], commitment(1, 0), 100, 5.0, 1024, 0.5))
     d.feed(PeerResult(1, d.result(1, 1)))
     d.feed(ResultHeld(1, 1, commitment(1, 1)))
-    d.feed(PeerResult(2, Result(1, *d.view().rounds[1].assignment[2], commitment(1, 1), 100, b"s" * 64)))
+    d.feed(
+        PeerResult(
+            2, Result(1, *d.view().rounds[1].assignment[2], commitment(1, 1), 100, b"s" * 64)
+        )
+    )
     d.feed(ResultFailed(1, 2, commitment(1, 1), True, COPY))
     d.host.decide(ResultsList.of(0, {}).root)
     d.host.start_pending()
@@ -573,7 +651,9 @@ def test_a_decided_list_that_names_one_commitment_twice_applies_it_once(core):
 
 
 @pytest.mark.parametrize("verdict_first", [True, False])
-def test_the_decided_valid_twin_is_fetched_once_and_applied_after_an_invalid_twin(core, verdict_first):
+def test_the_decided_valid_twin_is_fetched_once_and_applied_after_an_invalid_twin(
+    core, verdict_first
+):
     """A trainer signs an invalid A and a valid B for one step; we saw A first, the seats decided B. A's
     verdict (before or after the decision) bars A alone: B is fetched once, applied, and we stay."""
     d = Driver(core)
@@ -584,7 +664,10 @@ def test_the_decided_valid_twin_is_fetched_once_and_applied_after_an_invalid_twi
     a, b = d.result(1, 1), d.result(1, 1, salt=1)
     assert [f.commitment for f in of(d.feed(PeerResult(1, a)), Fetch)] == [a.commitment]
     if verdict_first:
-        assert emitted(d.feed(ResultFailed(1, 1, a.commitment, True, "not a result of this model")), "bad_result")
+        assert emitted(
+            d.feed(ResultFailed(1, 1, a.commitment, True, "not a result of this model")),
+            "bad_result",
+        )
     assert of(d.feed(PeerResult(1, b)), ReportEquivocation)
     d.host.decide(ResultsList.of(0, {}).root)
     d.host.start_pending()
@@ -649,14 +732,24 @@ def test_seats_given_different_valid_twins_converge_once_both_statements_are_kno
     assignment = view.rounds[1].assignment
     first, second = list(host.seats())[:2]
     liar = next(i for i in assignment if i not in (first, second))
-    twins = {k: Result(1, *assignment[liar], commitment(1, liar, salt=k), 100, b"s" * 64) for k in (0, 1)}
+    twins = {
+        k: Result(1, *assignment[liar], commitment(1, liar, salt=k), 100, b"s" * 64) for k in (0, 1)
+    }
     records = {}
-    for seat, k in ((first, 0), (second, 1)):  # each seat is given one twin, and everyone else's result
+    for seat, k in (
+        (first, 0),
+        (second, 1),
+    ):  # each seat is given one twin, and everyone else's result
         feed(seat, PeerResult(liar, twins[k]))
         out = []
         for index in assignment:
             if index != seat and index != liar:
-                feed(seat, PeerResult(index, Result(1, *assignment[index], commitment(1, index), 100, b"s" * 64)))
+                feed(
+                    seat,
+                    PeerResult(
+                        index, Result(1, *assignment[index], commitment(1, index), 100, b"s" * 64)
+                    ),
+                )
             c = twins[k].commitment if index == liar else commitment(1, index)
             out += feed(seat, ResultHeld(1, index, c))
         (records[seat],) = of(out, SubmitWitness)
@@ -668,7 +761,10 @@ def test_seats_given_different_valid_twins_converge_once_both_statements_are_kno
         assert of(out, ReportEquivocation)
         (records[seat],) = of(out, SubmitWitness)
     assert records[first].results.root == records[second].results.root
-    assert liar not in records[first].results.indices and len(records[first].results.entries) == len(assignment) - 1
+    assert (
+        liar not in records[first].results.indices
+        and len(records[first].results.entries) == len(assignment) - 1
+    )
     for seat in (first, second):
         assert host.witness(seat, records[seat].results.root) == 0
     attesting = observe(core, host.run(), host.wallets[0]).rounds[2]
@@ -696,7 +792,9 @@ def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out_naming_th
     if read is not None:  # a hot-prefix view: the records are read on request
         records = d.host.run().rounds[1].records
         out = d.feed(RecordsRead(read.step, records))
-    assert of(out, HealthCheck) == [HealthCheck(1, (lazy,))]  # step 1's trainers, attested by round 2's seats
+    assert of(out, HealthCheck) == [
+        HealthCheck(1, (lazy,))
+    ]  # step 1's trainers, attested by round 2's seats
     # the report names the step it is about: landing after another round started, it still reads round 2's
     # records (the round now before the current one saw everyone) and drops the trainer
     (report,) = of(out, HealthCheck)
@@ -748,7 +846,9 @@ def test_a_dropped_client_leaves_with_exit_run_first_and_joins_the_next_epoch(co
     d = Driver(core)
     d.start()
     run = d.host.run()
-    assert core.exit(d.host.state, d.host.env(), run.clients[0].signer) == 0  # as the chain would drop it
+    assert (
+        core.exit(d.host.state, d.host.env(), run.clients[0].signer) == 0
+    )  # as the chain would drop it
     out = d.feed()
     assert isinstance(out[0], LeaveEpoch) and out[0].epoch == 0
     assert emitted(out, "left_epoch")
@@ -758,7 +858,9 @@ def test_a_dropped_client_leaves_with_exit_run_first_and_joins_the_next_epoch(co
 def test_weights_that_differ_from_the_majority_digest_make_the_client_leave(core):
     d = Driver(core)
     d.start()
-    d.host.decide(ResultsList.of(0, {}).root, digest=99)  # the majority reports other starting weights
+    d.host.decide(
+        ResultsList.of(0, {}).root, digest=99
+    )  # the majority reports other starting weights
     out = d.feed()
     assert emitted(out, "replica_drift") and of(out, LeaveEpoch)
 
@@ -794,7 +896,9 @@ def test_cooldown_applies_everything_decided_then_saves_and_votes(core):
     assert d.host.run().state == "Cooldown"
     assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, d.host.run().progress.step)]
     out = d.feed(Saved(0, d.host.run().progress.step, b"\x07" * 32, "abc"))
-    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, d.host.run().progress.step, b"\x07" * 32)]
+    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [
+        VoteWeights(0, d.host.run().progress.step, b"\x07" * 32)
+    ]
 
 
 def training_the_epochs_last_step(d: Driver) -> Train:
@@ -814,19 +918,25 @@ def finishes_late(d: Driver, train: Train) -> None:
     step = d.host.run().progress.step
     assert of(out, SaveCheckpoint) == [SaveCheckpoint(0, step)]
     out = d.feed(Saved(0, step, b"\x07" * 32, "abc"))
-    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [VoteWeights(0, step, b"\x07" * 32)]
+    assert emitted(out, "epoch_end") and of(out, VoteWeights) == [
+        VoteWeights(0, step, b"\x07" * 32)
+    ]
 
 
 def test_a_cooldown_that_ends_before_our_last_apply_is_finished_late_then_voted(core):
     d = Driver(core)
     train = training_the_epochs_last_step(d)
     d.host.decide(ResultsList.of(2, {}).root)
-    assert d.host.run().state == "Cooldown" and not of(d.feed(), SaveCheckpoint)  # still training step 2
+    assert d.host.run().state == "Cooldown" and not of(
+        d.feed(), SaveCheckpoint
+    )  # still training step 2
     d.host.advance(d.host.run().config.cooldown_time + 1)
     d.host.tick()
     assert d.host.run().state == "WaitingForMembers"
     out = d.feed()
-    assert not emitted(out, "left_epoch") and not of(out, LeaveEpoch)  # what was decided is final: finish it
+    assert not emitted(out, "left_epoch") and not of(
+        out, LeaveEpoch
+    )  # what was decided is final: finish it
     finishes_late(d, train)
 
 
@@ -857,7 +967,9 @@ def test_an_epoch_whose_end_we_never_saw_before_the_next_warmup_is_left(core):
     d.host.to_warmup()  # the next epoch's Warmup cleared the ended epoch's rounds
     assert d.host.run().state == "Warmup"
     out = d.feed()
-    assert [e.fields["reason"] for e in emitted(out, "left_epoch")] == ["the epoch ended before our Cooldown"]
+    assert [e.fields["reason"] for e in emitted(out, "left_epoch")] == [
+        "the epoch ended before our Cooldown"
+    ]
 
 
 def test_stop_waits_for_training_in_flight_then_leaves_and_finishes(core):
@@ -880,9 +992,13 @@ def test_a_missed_run_of_updates_is_caught_up(core):
     d.host.decide(ResultsList.of(1, {}).root)
     d.host.start_pending()
     out = d.feed()
-    assert [a.fields["step"] for a in emitted(out, "applied")] == [1]  # decided empty: applied, nothing to do
+    assert [a.fields["step"] for a in emitted(out, "applied")] == [
+        1
+    ]  # decided empty: applied, nothing to do
     trains = of(out, Train)
-    assert trains and trains[0].step >= 2  # steps whose results were already decided are passed over
+    assert (
+        trains and trains[0].step >= 2
+    )  # steps whose results were already decided are passed over
 
 
 def undecided_round(d: Driver) -> None:
@@ -926,15 +1042,27 @@ def test_a_view_that_jumps_past_the_round_ring_still_applies_every_decision(core
     out = d.feed()
     assert not of(out, LeaveEpoch)
     (ask,) = of(out, FetchList)
-    assert (ask.step, ask.root) == (1, root)  # ours differs: the decided list is fetched by its root
+    assert (ask.step, ask.root) == (
+        1,
+        root,
+    )  # ours differs: the decided list is fetched by its root
     other = max(decided)
     (fetch,) = of(d.feed(ListHeld(1, root, ResultsList.of(1, decided))), Fetch)
-    assert (fetch.step, fetch.sender, fetch.commitment, fetch.decided) == (1, other, decided[other], True)
+    assert (fetch.step, fetch.sender, fetch.commitment, fetch.decided) == (
+        1,
+        other,
+        decided[other],
+        True,
+    )
     (apply,) = of(d.feed(ResultHeld(1, other, decided[other])), Apply)
     assert apply.step == 1 and apply.commitments == tuple(decided[i] for i in sorted(decided))
     out = d.feed(Applied(0, 1, 2, 7))  # the digest the seats reported
     applied = [(a.fields["step"], a.fields["decided"]) for a in emitted(out, "applied")]
-    assert applied[:3] == [(1, True), (2, False), (3, True)]  # step 2's round ended undecided: nothing
+    assert applied[:3] == [
+        (1, True),
+        (2, False),
+        (3, True),
+    ]  # step 2's round ended undecided: nothing
     assert not of(out, LeaveEpoch) and d.machine.applied >= rounds - 1
 
 
@@ -942,7 +1070,9 @@ def test_a_view_that_jumps_past_the_decision_window_leaves(core):
     """The bound: a view that jumps further than the chain keeps outcomes cannot tell what to apply."""
     d, _ = lagged_view(core, 10)
     out = d.feed()
-    assert [a.reason for a in of(out, LeaveEpoch)] == ["the chain no longer holds the round that decided step 1"]
+    assert [a.reason for a in of(out, LeaveEpoch)] == [
+        "the chain no longer holds the round that decided step 1"
+    ]
 
 
 def test_a_due_tick_is_sent_once_per_state(core):
@@ -985,25 +1115,36 @@ def applied_through_step_2(d: Driver) -> list:
     d.host.start_pending()
     d.feed()
     d.host.decide(ResultsList.of(2, held).root)
-    assert not of(d.feed(), Check)  # step 2 is decided and applied, but its checks are not drawn yet
+    assert not of(
+        d.feed(), Check
+    )  # step 2 is decided and applied, but its checks are not drawn yet
     d.feed(Applied(0, 2, len(held), digest=7))
     d.host.start_pending()
     return d.feed()
 
 
-def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_reported_until_it_lands(core):
+def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_reported_until_it_lands(
+    core,
+):
     d = Driver(core, clients=4, verification_percent=100)
     out = applied_through_step_2(d)
     checks = of(out, Check)
     # every result is checked and with four clients the other three are its verifiers: we check 1, 2, 3
     # (step 1 is everyone's first of the epoch: no earlier committed state, so it is not checked)
     assert sorted(c.trainer for c in checks) == [1, 2, 3] and {c.step for c in checks} == {2}
-    assert all(c.commitment == commitment(2, c.trainer) and c.previous == commitment(1, c.trainer) for c in checks)
+    assert all(
+        c.commitment == commitment(2, c.trainer) and c.previous == commitment(1, c.trainer)
+        for c in checks
+    )
     assert not of(d.feed(), Check)  # planned once
     assert of(d.feed(Checked(0, 2, 1, True, "within tolerance")), ReportCheck) == []
     out = d.feed(Checked(0, 2, 2, False, "signs disagree", "PayloadMismatch"))
-    assert emitted(out, "check_failed") and of(out, ReportCheck) == [ReportCheck(2, 2, "PayloadMismatch")]
-    assert of(d.feed(TxDone("report_check", 2 << 16 | 2, False, "rpc")), ReportCheck) == []  # waits its retry
+    assert emitted(out, "check_failed") and of(out, ReportCheck) == [
+        ReportCheck(2, 2, "PayloadMismatch")
+    ]
+    assert (
+        of(d.feed(TxDone("report_check", 2 << 16 | 2, False, "rpc")), ReportCheck) == []
+    )  # waits its retry
     assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == [ReportCheck(2, 2, "PayloadMismatch")]
     assert of(d.feed(TxDone("report_check", 2 << 16 | 2, True), dt=5.0), ReportCheck) == []
     # a check we could not run is no evidence: nothing is reported

@@ -12,7 +12,9 @@ from cohort.client.runtime.local_run import LocalRun, free_port_pair
 from cohort.client.runtime.options import ExitCode
 
 
-def train(lr: LocalRun, wallet: Path, run: str, cluster: str | None = None) -> subprocess.CompletedProcess:
+def train(
+    lr: LocalRun, wallet: Path, run: str, cluster: str | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "COHORT_CLUSTER": cluster or lr.http_url, "COHORT_WALLET": str(wallet),
            "COHORT_PROGRAM_ID": str(lr.program_id), "COHORT_ANCHORFILE": str(lr.root / "Anchorfile.toml")}  # fmt: skip
     (lr.root / "Anchorfile.toml").touch()
@@ -46,7 +48,12 @@ async def test_refusals_are_one_line_with_distinct_exit_codes(ci_config: Path, t
         for what, (done, code, words) in cases.items():
             lines = done.stderr.strip().splitlines()
             assert done.returncode == code, (what, done.returncode, done.stderr[-2000:])
-            assert len(lines) == 1 and lines[0].startswith("Error: ") and words in lines[0], (what, lines)
+            assert len(lines) == 1 and lines[0].startswith("Error: ") and words in lines[0], (
+                what,
+                lines,
+            )
             assert "Traceback" not in done.stdout + done.stderr, what
         assert len({code for _, code, _ in cases.values()}) == len(cases)  # distinct
-        assert int(await lr.rpc.raw_request("getTransactionCount", [])) == before  # nothing was sent
+        assert (
+            int(await lr.rpc.raw_request("getTransactionCount", [])) == before
+        )  # nothing was sent

@@ -49,7 +49,10 @@ def test_the_slowed_replica_forwards_every_member_itself(spec):
     out = slowed.train(1, 0, 2)
     assert slowed.check(out.payload) == inner.check(out.payload) and out.state is not None
     assert (slowed.model, slowed.device) == (inner.model, inner.device)
-    assert (slowed.payload_size, slowed.state_manifest_limit) == (inner.payload_size, inner.state_manifest_limit)
+    assert (slowed.payload_size, slowed.state_manifest_limit) == (
+        inner.payload_size,
+        inner.state_manifest_limit,
+    )
     assert slowed.can_verify(1) and not slowed.can_verify(2)
     slowed.apply(1, [out.payload])
     assert (slowed.digest(), slowed.checksum()) == (inner.digest(), inner.checksum())

@@ -151,8 +151,14 @@ def joiner(fetch, repo: str = "", revision: str = "") -> tuple[effects.Effects, 
 
 
 async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_warmup(monkeypatch):
-    clock = iter(range(10**6))  # every reading one second later: the bound is counted, not waited for
-    monkeypatch.setattr(effects, "time", SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter))
+    clock = iter(
+        range(10**6)
+    )  # every reading one second later: the bound is counted, not waited for
+    monkeypatch.setattr(
+        effects,
+        "time",
+        SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter),
+    )
     monkeypatch.setattr(effects, "CHECKPOINT_RETRY", 0.0)
     answers = [CheckpointError("no peer let us in"), OSError("reset"), "/checkpoints/step-5"]
 
@@ -166,7 +172,11 @@ async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_wa
     fx, events, loaded = joiner(fetch)
     assert await fx._load_checkpoint(epoch=2) == (True, "")
     assert loaded == ["/checkpoints/step-5"]
-    assert [e for e, _ in events.emitted] == ["checkpoint_retry", "checkpoint_retry", "checkpoint_loaded"]
+    assert [e for e, _ in events.emitted] == [
+        "checkpoint_retry",
+        "checkpoint_retry",
+        "checkpoint_loaded",
+    ]
 
     async def refused(manifest, providers, hub=None):
         raise CheckpointError("not on the allowlist")
@@ -174,14 +184,20 @@ async def test_a_joiner_refused_at_an_epochs_start_asks_again_within_half_its_wa
     fx, events, loaded = joiner(refused)
     ok, reason = await fx._load_checkpoint(epoch=2)
     assert (ok, reason, loaded) == (False, "not on the allowlist", [])
-    assert [e for e, _ in events.emitted] == ["checkpoint_retry"] * 5  # half of the 10 s warmup, then it leaves
+    assert [e for e, _ in events.emitted] == [
+        "checkpoint_retry"
+    ] * 5  # half of the 10 s warmup, then it leaves
 
 
 async def test_a_joiner_tries_the_hub_copy_once_the_peers_had_their_time(monkeypatch):
     """The record names a Hub revision (a checkpointer's --hub-repo): asked with the peers' last try, or at
     once when no peer is left."""
     clock = iter(range(10**6))
-    monkeypatch.setattr(effects, "time", SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter))
+    monkeypatch.setattr(
+        effects,
+        "time",
+        SimpleNamespace(monotonic=lambda: next(clock), perf_counter=time.perf_counter),
+    )
     monkeypatch.setattr(effects, "CHECKPOINT_RETRY", 0.0)
     asked = []
 
@@ -218,7 +234,9 @@ class _Parts:
         return self.held[blob]
 
 
-async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_plainly(tmp_path, monkeypatch):
+async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_plainly(
+    tmp_path, monkeypatch
+):
     from types import SimpleNamespace
 
     monkeypatch.setattr("cohort.client.runtime.effects.PART_RETRY_PAUSE", 0.0)
@@ -237,7 +255,9 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
 
     missing = b"\xff" * 32
     parts = PartsOnDisk(tmp_path / "b.parts")
-    with pytest.raises(BlobFetchError):  # the caller reports StateNotDelivered: a plain error, not a group
+    with pytest.raises(
+        BlobFetchError
+    ):  # the caller reports StateNotDelivered: a plain error, not a group
         await effects._fetch_parts([*held, missing], [], parts)
     assert fetcher.asked.count(missing) == PART_TRIES
     parts.close()

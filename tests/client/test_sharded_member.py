@@ -48,10 +48,16 @@ def children(pid: int) -> list[int]:
     return out
 
 
-async def launched_ranks(launcher: subprocess.Popen, count: int, timeout: float = 30.0) -> list[int]:
+async def launched_ranks(
+    launcher: subprocess.Popen, count: int, timeout: float = 30.0
+) -> list[int]:
     """The pids of a launcher's `count` ranks, once it started them all (fewer if it did not in time)."""
     until = time.monotonic() + timeout
-    while len(found := children(launcher.pid)) < count and launcher.poll() is None and time.monotonic() < until:
+    while (
+        len(found := children(launcher.pid)) < count
+        and launcher.poll() is None
+        and time.monotonic() < until
+    ):
         await asyncio.sleep(0.2)
     return found
 
@@ -61,14 +67,23 @@ def test_nproc_per_node_and_the_rank_environment_are_checked():
     for bad in ("0", "65"):
         done = runner.invoke(train, ["--run", "r", "--nproc-per-node", bad], env={"WORLD_SIZE": ""})
         assert done.exit_code == 2 and "1<=x<=64" in done.output, done.output
-    done = runner.invoke(train, ["--run", "r", "--nproc-per-node", "2", "--synthetic"], env={"WORLD_SIZE": ""})
+    done = runner.invoke(
+        train, ["--run", "r", "--nproc-per-node", "2", "--synthetic"], env={"WORLD_SIZE": ""}
+    )
     assert done.exit_code == 2 and "--synthetic" in done.output, done.output
-    done = runner.invoke(train, ["--run", "r", "--nproc-per-node", "2", "--device", "cuda:1"], env={"WORLD_SIZE": ""})
+    done = runner.invoke(
+        train, ["--run", "r", "--nproc-per-node", "2", "--device", "cuda:1"], env={"WORLD_SIZE": ""}
+    )
     assert done.exit_code == 2 and "--device cuda" in done.output, done.output
 
     base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
-    assert RankEnv.from_environ({}) is None and RankEnv.from_environ({"WORLD_SIZE": "1", "RANK": "0"}) is None
-    assert RankEnv.from_environ({**base, "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}) == RankEnv(1, 1, 2)
+    assert (
+        RankEnv.from_environ({}) is None
+        and RankEnv.from_environ({"WORLD_SIZE": "1", "RANK": "0"}) is None
+    )
+    assert RankEnv.from_environ(
+        {**base, "WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1"}
+    ) == RankEnv(1, 1, 2)
     for bad_env in ({**base, "WORLD_SIZE": "2"}, {**base, "WORLD_SIZE": "4", "RANK": "0", "LOCAL_WORLD_SIZE": "2"},
                     {**base, "WORLD_SIZE": "2", "RANK": "2"}, {"WORLD_SIZE": "2", "RANK": "0"}):  # fmt: skip
         with pytest.raises(ValueError):
@@ -109,11 +124,20 @@ async def check_member(lr: LocalRun, trainers: list[TrainerProcess], ranks: list
     index = rounds.client(sharded.wallet.pubkey()).index  # its place in epoch 0
     await lr.wait_for(lambda r: r.progress.epoch >= 1, 90, "the end of epoch 0")
     await lr.wait_for_events("epoch_end", 1, 30, epoch=0)
-    assert all(t.alive for t in trainers), [t.log_path.read_text()[-2000:] for t in trainers if not t.alive]
-    assert not [f for t in trainers for f in failures(t)], [f for t in trainers for f in failures(t)]
-    ends = {t.name: [e["digest"] for e in t.events("epoch_end") if e["epoch"] == 0] for t in trainers}
+    assert all(t.alive for t in trainers), [
+        t.log_path.read_text()[-2000:] for t in trainers if not t.alive
+    ]
+    assert not [f for t in trainers for f in failures(t)], [
+        f for t in trainers for f in failures(t)
+    ]
+    ends = {
+        t.name: [e["digest"] for e in t.events("epoch_end") if e["epoch"] == 0] for t in trainers
+    }
     assert len({d for digests in ends.values() for d in digests}) == 1, ends
-    saved = {t.name: [e["manifest"] for e in t.events("checkpoint_saved") if e["epoch"] == 0] for t in trainers}
+    saved = {
+        t.name: [e["manifest"] for e in t.events("checkpoint_saved") if e["epoch"] == 0]
+        for t in trainers
+    }
     assert len({m for manifests in saved.values() for m in manifests}) == 1, saved
 
     # the sharded member trained, and every decided round applied all three members' results
@@ -121,15 +145,26 @@ async def check_member(lr: LocalRun, trainers: list[TrainerProcess], ranks: list
     for t in others:
         decided = [e["results"] for e in t.events("applied") if e["decided"] and e["results"]]
         assert len(decided) >= 3 and set(decided) == {3}, (t.name, decided)
-    fetched = {t.name: len([e for e in t.events("fetched") if e["sender"] == index]) for t in others}
-    assert all(fetched.values()), fetched  # its payloads passed the others' checks before they kept them
+    fetched = {
+        t.name: len([e for e in t.events("fetched") if e["sender"] == index]) for t in others
+    }
+    assert all(fetched.values()), (
+        fetched
+    )  # its payloads passed the others' checks before they kept them
 
     # the run verifies: the others fetched the sharded member's committed parts and its steps passed their checks
-    checked = {t.name: sorted(e["step"] for e in t.events("checked") if e["trainer"] == index) for t in others}
-    fetched_parts = {t.name: len([e for e in t.events("check_fetched") if e["trainer"] == index]) for t in others}
+    checked = {
+        t.name: sorted(e["step"] for e in t.events("checked") if e["trainer"] == index)
+        for t in others
+    }
+    fetched_parts = {
+        t.name: len([e for e in t.events("check_fetched") if e["trainer"] == index]) for t in others
+    }
     print(f"checks of the sharded member's steps: {checked}, fetches of its parts: {fetched_parts}")
     assert any(checked.values()) and sum(fetched_parts.values()) >= 1, (checked, fetched_parts)
-    ours = sorted((e["trainer"], e["step"]) for e in sharded.events("checked"))  # replayed on its two ranks
+    ours = sorted(
+        (e["trainer"], e["step"]) for e in sharded.events("checked")
+    )  # replayed on its two ranks
     print(f"the sharded member's checks of the others' steps: {ours}")
     assert ours and all(trainer != index for trainer, _ in ours), ours
     failed = [e for t in trainers for e in t.events("check_failed")]

@@ -59,8 +59,12 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     one, other = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7)
     start = one.digest()
     writer = CheckpointWriter(tmp_path / "one-checkpoints")
-    first = one.checkpoint(writer, run_id="t", step=0, epoch=0).result()  # the member loads it at the end
-    (tmp_path / "start-checkpoint.json").write_text(json.dumps({"path": str(first.path), "manifest": first.manifest_hex}))
+    first = one.checkpoint(
+        writer, run_id="t", step=0, epoch=0
+    ).result()  # the member loads it at the end
+    (tmp_path / "start-checkpoint.json").write_text(
+        json.dumps({"path": str(first.path), "manifest": first.manifest_hex})
+    )
     for replica in (one, other):
         replica.start_epoch(1, cold=False, verified=True)
     ref, checked = {}, {}
@@ -73,7 +77,9 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     for replica in (one, other):
         replica.apply(1, decided)
     applied, checksum, held_out = one.digest(), one.checksum(), one.evaluate(4).loss
-    saved = one.checkpoint(writer, run_id="t", step=2, epoch=0).result()  # what the member writes by rows
+    saved = one.checkpoint(
+        writer, run_id="t", step=2, epoch=0
+    ).result()  # what the member writes by rows
     ref[3] = one.train(3, *batch(3))
     checked[3] = other.train(3, *_other(3))
     ref[4] = one.train(4, *batch(4))  # what the member trains after its checks
@@ -101,7 +107,11 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
     out = json.loads((tmp_path / "member.json").read_text())
     assert out["start"] == start
     for step in (1, 2, 3, 4):  # step 3 follows an evaluation, step 4 the member's checks
-        assert abs(out["loss"][str(step)] - ref[step].loss) < 1e-4, (step, out["loss"], ref[step].loss)
+        assert abs(out["loss"][str(step)] - ref[step].loss) < 1e-4, (
+            step,
+            out["loss"],
+            ref[step].loss,
+        )
 
     # the gradients are reduced in another order: the picks must agree, the bits may differ
     codec = one.codec
@@ -114,8 +124,12 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
             kept, agree = kept + int(pa.sum()), agree + int((pa & pc).sum())
         assert agree / kept > 0.95, (step, agree / kept)
 
-    assert out["applied"] == out["after_checks"] == applied != start  # a check gives the weights back
-    path, manifest = out["checkpoint"]  # written by rows, byte for byte the one-process replica's files
+    assert (
+        out["applied"] == out["after_checks"] == applied != start
+    )  # a check gives the weights back
+    path, manifest = out[
+        "checkpoint"
+    ]  # written by rows, byte for byte the one-process replica's files
     assert manifest == saved.manifest_hex, (manifest, saved.manifest_hex)
     for file in sorted(p.name for p in saved.path.iterdir()):
         assert (Path(path) / file).read_bytes() == (saved.path / file).read_bytes(), file
@@ -131,7 +145,11 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
         states[step] = CommittedState(Path(s["root"]), manifest)
         commitment = states[step].commitment
         assert commitment.hex() == s["commitment"] == s["header"], (step, s)
-        assert one.check(payloads[step]).state == commitment == hashlib.sha256(manifest.encode()).digest()
+        assert (
+            one.check(payloads[step]).state
+            == commitment
+            == hashlib.sha256(manifest.encode()).digest()
+        )
 
     # how close the member's momentum is to the one-process reference's on the same batches
     layout = one.optimizer.layout
@@ -140,11 +158,19 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
         theirs = decode_state((states[step].root / STATE_FILE).read_bytes(), layout)
         mine = decode_state((ref[step].state.root / STATE_FILE).read_bytes(), layout)
         assert theirs.step == mine.step == step and theirs.sent is not None
-        a, b = torch.cat([m.reshape(-1) for m in mine.momentum]), torch.cat([m.reshape(-1) for m in theirs.momentum])
+        a, b = (
+            torch.cat([m.reshape(-1) for m in mine.momentum]),
+            torch.cat([m.reshape(-1) for m in theirs.momentum]),
+        )
         closeness[step] = (f"{float((a - b).norm() / a.norm()):.2e}", f"{float((a == b).float().mean()):.3f}",
                            int((a.sign() != b.sign()).sum()), a.numel())  # fmt: skip
-    print("momentum vs one process (relative L2, share bit-equal, signs differing, values):", closeness)
-    assert all(float(c[0]) < 1e-5 for c in closeness.values()), closeness  # not bit-equal: reduction order
+    print(
+        "momentum vs one process (relative L2, share bit-equal, signs differing, values):",
+        closeness,
+    )
+    assert all(float(c[0]) < 1e-5 for c in closeness.values()), (
+        closeness
+    )  # not bit-equal: reduction order
 
     # a one-process verifier that trained the same earlier steps checks the member's steps from its parts
     for step in (2, 3):
@@ -156,19 +182,27 @@ def test_a_two_rank_member_trains_applies_and_commits_as_one_replica(tmp_path):
         verdict = other.verify_step(step, payloads[step], payloads[step - 1], CHECK_SEED, manifests[0], parts,
                                     manifests[1], parts)  # fmt: skip
         assert verdict is not None and verdict.passed, verdict
-        print(f"check of the member's step {step}:", {k: round(v, 6) for k, v in verdict.metrics.items()})
+        print(
+            f"check of the member's step {step}:",
+            {k: round(v, 6) for k, v in verdict.metrics.items()},
+        )
     result = codec.decode(payloads[3]).result
     flipped = codec.encode(DistroResult(result.step, result.batch,
                                         tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
                                         result.state))  # fmt: skip
-    verdict = other.verify_step(3, flipped, payloads[2], CHECK_SEED, manifests[0], parts, manifests[1], parts)
+    verdict = other.verify_step(
+        3, flipped, payloads[2], CHECK_SEED, manifests[0], parts, manifests[1], parts
+    )
     assert verdict is not None and not verdict.passed  # the check is no formality
 
     # the member checked the one-process trainer's steps on its shards
     for step in ("2", "3"):
         passed, reason, metrics = out["checks"][step]
         assert passed, (step, reason, metrics)
-        print(f"the member's check of step {step} on its shards:", {k: round(v, 6) for k, v in metrics.items()})
+        print(
+            f"the member's check of step {step} on its shards:",
+            {k: round(v, 6) for k, v in metrics.items()},
+        )
     passed, reason, _ = out["checks"]["flipped"]
     assert not passed and "signs agree" in reason, reason
     print(f"sharded replica test: {time.monotonic() - started:.1f} s")

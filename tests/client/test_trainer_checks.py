@@ -51,7 +51,9 @@ def replicas(tmp_path_factory) -> tuple[LocalReplica, LocalReplica, list]:
                 replica.apply(step - 2, [outputs[step - 3][0], mine[step - 3]])
         out = trainer.train(step, 4 * step, 4 * step + 4)
         own = verifier.train(step, 100 + 4 * step, 104 + 4 * step)
-        outputs.append((out.payload, served(out.state)))  # served from disk: a verifier fetches its parts
+        outputs.append(
+            (out.payload, served(out.state))
+        )  # served from disk: a verifier fetches its parts
         mine.append(own.payload)
     return trainer, verifier, outputs
 
@@ -70,17 +72,23 @@ def test_an_honest_step_passes_and_a_negated_one_fails(replicas):
     assert verifier.can_verify(3) and not verifier.can_verify(99)
     wanted = verifier.check_parts(SEED, before[0], after[0])
     assert set(wanted) <= set(before[1]) | set(after[1])
-    honest = verifier.verify_step(3, published, previous, SEED, before[0], before[1], after[0], after[1])
+    honest = verifier.verify_step(
+        3, published, previous, SEED, before[0], before[1], after[0], after[1]
+    )
     assert honest is not None and honest.passed, honest
     # what check_parts named is all a check reads
     only = {h: p for h, p in (before[1] | after[1]).items() if h in wanted}
-    assert verifier.verify_step(3, published, previous, SEED, before[0], only, after[0], only).passed
+    assert verifier.verify_step(
+        3, published, previous, SEED, before[0], only, after[0], only
+    ).passed
 
     result = trainer.codec.decode(published).result
     flipped = trainer.codec.encode(DistroResult(result.step, result.batch,
                                                 tuple(SparseTiles(t.indices, -t.values) for t in result.tiles),
                                                 result.state))  # fmt: skip
-    verdict = verifier.verify_step(3, flipped, previous, SEED, before[0], before[1], after[0], after[1])
+    verdict = verifier.verify_step(
+        3, flipped, previous, SEED, before[0], before[1], after[0], after[1]
+    )
     assert verdict is not None and not verdict.passed
 
 
@@ -88,7 +96,9 @@ def test_a_state_other_than_the_committed_one_is_refused(replicas):
     _, verifier, outputs = replicas
     (previous, _), (published, after) = outputs[1], outputs[2]
     older = outputs[0][1]  # the state after step 1
-    verdict = verifier.verify_step(3, published, previous, SEED, older[0], older[1], after[0], after[1])
+    verdict = verifier.verify_step(
+        3, published, previous, SEED, older[0], older[1], after[0], after[1]
+    )
     assert verdict is not None and not verdict.passed and verdict.reason.startswith("refused")
     verdict = verifier.verify_step(3, published, previous, SEED, b"{}", {}, after[0], after[1])
     assert verdict is not None and verdict.reason.startswith("refused: not a state manifest")
@@ -99,7 +109,11 @@ def test_without_verification_nothing_is_committed(tmp_path):
     trainer = LocalReplica(spec_of(path), seed=7)
     trainer.start_epoch(1, cold=False)
     out = trainer.train(1, 0, 4)
-    assert out.state is None and trainer.check(out.payload).state == bytes(32) and not trainer.can_verify(1)
+    assert (
+        out.state is None
+        and trainer.check(out.payload).state == bytes(32)
+        and not trainer.can_verify(1)
+    )
 
 
 def test_a_check_borrows_the_verifiers_replica_and_gives_it_back_unchanged(replicas):
@@ -110,10 +124,14 @@ def test_a_check_borrows_the_verifiers_replica_and_gives_it_back_unchanged(repli
 
     def state() -> bytes:
         layout = verifier.optimizer.layout
-        return commit(encode_state(capture(verifier.optimizer, 0, copy=False), layout), layout).commitment
+        return commit(
+            encode_state(capture(verifier.optimizer, 0, copy=False), layout), layout
+        ).commitment
 
     digest, own = verifier.digest(), state()
-    assert verifier.verify_step(3, published, previous, SEED, before[0], before[1], after[0], after[1]).passed
+    assert verifier.verify_step(
+        3, published, previous, SEED, before[0], before[1], after[0], after[1]
+    ).passed
     assert verifier.digest() == digest and state() == own
     assert not any(p.grad is not None for p in verifier.model.parameters())
 
@@ -122,12 +140,17 @@ def test_activation_checkpointing_changes_no_bit(tmp_path):
     """Recomputing activations in the backward runs the same kernels on the same inputs: payloads, committed
     states and weights are those of a replica that keeps every activation."""
     spec = spec_of(write_config(tmp_path / "run.toml", max_seq_len=32))
-    plain, lean = LocalReplica(spec, seed=7), LocalReplica(spec, seed=7, activation_checkpointing=True)
+    plain, lean = (
+        LocalReplica(spec, seed=7),
+        LocalReplica(spec, seed=7, activation_checkpointing=True),
+    )
     for replica in (plain, lean):
         replica.start_epoch(1, cold=False, verified=True)
     for step in (1, 2):
         a, b = plain.train(step, 4 * step, 4 * step + 4), lean.train(step, 4 * step, 4 * step + 4)
-        assert a.payload == b.payload and a.state.commitment == b.state.commitment and a.loss == b.loss
+        assert (
+            a.payload == b.payload and a.state.commitment == b.state.commitment and a.loss == b.loss
+        )
         plain.apply(step, [a.payload])
         lean.apply(step, [b.payload])
     assert plain.digest() == lean.digest()

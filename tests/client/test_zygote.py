@@ -22,7 +22,9 @@ def zygote(tmp_path_factory):
     z.close()
 
 
-def test_a_forked_child_runs_the_cli_in_its_own_process_group_and_reports_its_exit(zygote, tmp_path: Path):
+def test_a_forked_child_runs_the_cli_in_its_own_process_group_and_reports_its_exit(
+    zygote, tmp_path: Path
+):
     log = tmp_path / "help.log"
     child = zygote.start(["--help"], {"PATH": os.environ.get("PATH", "")}, str(log))
     assert child.wait(60) == 0 and child.poll() == 0

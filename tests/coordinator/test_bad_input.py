@@ -131,7 +131,10 @@ def test_wrong_run_account(chain, training, name):
         (chain.run_index_address(b"test-run"), "WrongAccountSize"),
         (copy_of_run(chain, run, run_index + data[8:]), "WrongDiscriminator"),
         (copy_of_run(chain, run, bytes(8) + data[8:]), "WrongDiscriminator"),
-        (copy_of_run(chain, run, patched(data, version_at, 1)), "WrongVersion"),  # the earlier layout
+        (
+            copy_of_run(chain, run, patched(data, version_at, 1)),
+            "WrongVersion",
+        ),  # the earlier layout
     ]
     for address, error in cases:
         assert chain.fails(name, signer, address, args) == error, error
@@ -150,14 +153,26 @@ def test_run_account_not_writable(chain, training):
 
 @pytest.mark.parametrize(
     "name",
-    ["tick", "exit_run", "join_run", "witness", "set_paused", "vote_weights", "report_equivocation", "report_check"],
+    [
+        "tick",
+        "exit_run",
+        "join_run",
+        "witness",
+        "set_paused",
+        "vote_weights",
+        "report_equivocation",
+        "report_check",
+    ],
 )
 def test_wrong_slot_hashes_account(chain, core, training, name):
     authority, run, members = training
     state = chain.state(run)
     signer, args, extra = members[0], None, {}
     if name == "join_run":
-        args, extra = {"p2p_identity": members[0].pubkey(), "endpoint": b"", "throughput": 0}, {"authorization": run}
+        args, extra = (
+            {"p2p_identity": members[0].pubkey(), "endpoint": b"", "throughput": 0},
+            {"authorization": run},
+        )
     elif name == "witness":
         index, position = next(iter(elected(chain, core, run).items()))
         signer, args = members[index], make_witness(index, position, state["progress"]["step"])
@@ -321,7 +336,9 @@ def test_witness_and_warmup_witness_in_the_wrong_phase_or_for_another_member(cha
     chain.call("warmup_witness", members[0], run, {"index": 0})
     assert chain.fails("warmup_witness", members[0], run, {"index": 0}) == "DuplicateWitness"
     chain.call("warmup_witness", members[1], run, {"index": 1})
-    chain.call("warmup_witness", members[2], run, {"index": 2})  # witness_nodes of them: inputs freeze
+    chain.call(
+        "warmup_witness", members[2], run, {"index": 2}
+    )  # witness_nodes of them: inputs freeze
     assert chain.fails("warmup_witness", members[3], run, {"index": 3}) == "SeedPending"
     start_pending_round(chain, run, members[0])
     assert chain.state(run)["run_state"] == "RoundTrain"

@@ -70,13 +70,27 @@ def test_a_strict_majority_of_the_seats_decides_and_ends_the_round(chain, core):
     result = send(chain, run, members, seats[3], "applied")
     state = chain.state(run)
     round_ = current_round(state)
-    assert round_["decided"] and round_["decided_root"] == root("applied") and round_["decided_votes"] == 3
-    assert state["run_state"] == "RoundWitness" and state["seed_pending"] and state["seed_slot"] == chain.slot
+    assert (
+        round_["decided"]
+        and round_["decided_root"] == root("applied")
+        and round_["decided_votes"] == 3
+    )
+    assert (
+        state["run_state"] == "RoundWitness"
+        and state["seed_pending"]
+        and state["seed_slot"] == chain.slot
+    )
     assert state["progress"]["step"] == step + 1
     names = [name for name, _ in events(chain, result)]
     assert names == ["WitnessSubmitted", "StepDecided", "RunStateChanged"]
     decided = dict(events(chain, result))["StepDecided"]
-    assert decided == {"run": run, "step": step - 1, "votes": 3, "_pad": 0, "results_root": root("applied")}
+    assert decided == {
+        "run": run,
+        "step": step - 1,
+        "votes": 3,
+        "_pad": 0,
+        "results_root": root("applied"),
+    }
     # the round is over: the fifth seat is too late
     index, position = seats[4]
     late = make_witness(index, position, step, root=root("applied"))
@@ -95,7 +109,9 @@ def test_a_decision_from_a_later_slot_starts_the_next_round_in_its_own_instructi
     chain.next_slot()
     result = send(chain, run, members, seats[1], "applied")
     state = chain.state(run)
-    assert previous_round(state)["decided"] and previous_round(state)["decided_root"] == root("applied")
+    assert previous_round(state)["decided"] and previous_round(state)["decided_root"] == root(
+        "applied"
+    )
     assert state["run_state"] == "RoundTrain" and not state["seed_pending"]
     assert state["progress"]["step"] == step + 1 and state["seed_slot"] == chain.slot
     assert current_round(state)["random_seed"] == before["next_seed"]
@@ -141,7 +157,11 @@ def test_records_are_replaced_until_the_witnesses_converge(chain, core):
     assert [name for name, _ in events(chain, result)][:2] == ["WitnessSubmitted", "StepDecided"]
     state = chain.state(run)
     round_ = current_round(state)
-    assert round_["decided"] and round_["decided_root"] == root("full") and round_["decided_votes"] == 2
+    assert (
+        round_["decided"]
+        and round_["decided_root"] == root("full")
+        and round_["decided_votes"] == 2
+    )
     assert round_["witnesses_len"] == 2  # the first seat's record was replaced, not added
     head = state["epoch"]["rounds_head"]
     records = state["witnesses"][head]["records"][:2]
@@ -169,7 +189,11 @@ def test_without_a_decision_the_round_times_out_and_nothing_is_decided(chain, co
     assert "StepDecided" not in [name for name, _ in events(chain, result)]
     state = chain.state(run)
     round_ = previous_round(state)
-    assert state["run_state"] == "RoundTrain" and not round_["decided"] and round_["decided_votes"] == 0
+    assert (
+        state["run_state"] == "RoundTrain"
+        and not round_["decided"]
+        and round_["decided_votes"] == 0
+    )
     assert round_["decided_root"] == bytes(32)
     assert [c["dissents"] for c in state["clients"][:CLIENTS]] == [0] * CLIENTS
 

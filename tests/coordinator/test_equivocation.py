@@ -53,12 +53,21 @@ def statement(name: str, batch: tuple[int, int] = BATCH) -> dict:
     return {"batch_start": batch[0], "batch_end": batch[1], "commitment": commitment(name)}
 
 
-def signed(chain, key: Keypair, run, step: int, name: str, batch: tuple[int, int] = BATCH,
-           epoch: int | None = None) -> Instruction:
+def signed(
+    chain,
+    key: Keypair,
+    run,
+    step: int,
+    name: str,
+    batch: tuple[int, int] = BATCH,
+    epoch: int | None = None,
+) -> Instruction:
     """`key`'s statement of `step`, of the epoch the chain is in unless `epoch` says otherwise."""
     epoch = chain.state(run)["epoch"]["epoch"] if epoch is None else epoch
     message = result_statement(chain.idl, run, epoch, step, batch, commitment(name))
-    return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
+    return ed25519_verify_instruction(
+        bytes(key.pubkey()), bytes(key.sign_message(message)), message
+    )
 
 
 def report(chain, reporter, run, index: int, step: int, first: dict, second: dict) -> Instruction:
@@ -91,7 +100,10 @@ def test_two_results_for_one_step_convict_the_trainer(chain, training):
     # once is enough; and a convicted client neither witnesses nor claims
     assert chain.send_fails(ixs, [reporter], run).name == "NoChange"
     now = after["progress"]["step"]
-    assert chain.fails("witness", members[accused], run, make_witness(accused, 0, now)) == "InvalidWitness"
+    assert (
+        chain.fails("witness", members[accused], run, make_witness(accused, 0, now))
+        == "InvalidWitness"
+    )
     assert chain.fails("claim_points", members[accused], run) == "NoChange"
 
 
@@ -111,20 +123,25 @@ def test_anything_less_proves_nothing(chain, training):
     assert refused(signed(chain, key, run, step, "a"), signed(chain, key, run, step, "a"),
                    report(chain, reporter, run, accused, step, a, a)) == "EquivocationNotProven"  # fmt: skip
     # the second statement signed by another member's key
-    assert refused(signed(chain, key, run, step, "a"), signed(chain, keys[0], run, step, "b"), good) == (
-        "EquivocationNotProven")
+    assert refused(
+        signed(chain, key, run, step, "a"), signed(chain, keys[0], run, step, "b"), good
+    ) == ("EquivocationNotProven")
     # statements about another run, or another step than the report names
-    assert refused(signed(chain, key, other_run, step, "a"), signed(chain, key, other_run, step, "b"), good) == (
-        "EquivocationNotProven")
-    assert refused(signed(chain, key, run, step - 1, "a"), signed(chain, key, run, step - 1, "b"), good) == (
-        "EquivocationNotProven")
+    assert refused(
+        signed(chain, key, other_run, step, "a"), signed(chain, key, other_run, step, "b"), good
+    ) == ("EquivocationNotProven")
+    assert refused(
+        signed(chain, key, run, step - 1, "a"), signed(chain, key, run, step - 1, "b"), good
+    ) == ("EquivocationNotProven")
     # another batch than the statement the report names (the signed bytes differ)
-    assert refused(signed(chain, key, run, step, "a", (4, 8)), signed(chain, key, run, step, "b"), good) == (
-        "EquivocationNotProven")
+    assert refused(
+        signed(chain, key, run, step, "a", (4, 8)), signed(chain, key, run, step, "b"), good
+    ) == ("EquivocationNotProven")
     # one proof only, or the proofs after the report
     assert refused(signed(chain, key, run, step, "a"), good) == "EquivocationNotProven"
-    assert refused(good, signed(chain, key, run, step, "a"), signed(chain, key, run, step, "b")) == (
-        "EquivocationNotProven")
+    assert refused(
+        good, signed(chain, key, run, step, "a"), signed(chain, key, run, step, "b")
+    ) == ("EquivocationNotProven")
     # a step outside the epoch (before its start, or not yet trained), an index that is no member
     start = chain.state(run)["epoch"]["start_step"]
     for wrong in (start - 1, chain.state(run)["progress"]["step"] + 1):
@@ -192,7 +209,10 @@ def test_a_rewound_step_pairs_no_old_statement_with_a_new_one(chain, core):
     assert chain.state(run)["clients"][1]["state"] == "Healthy"
     # two statements of this epoch's step s still convict
     twin = signed(chain, keys[1], run, step, "twin")
-    chain.send([new, twin, report(chain, reporter, run, 1, step, statement("new"), statement("twin"))], [reporter])
+    chain.send(
+        [new, twin, report(chain, reporter, run, 1, step, statement("new"), statement("twin"))],
+        [reporter],
+    )
     assert chain.state(run)["clients"][1]["state"] == "Convicted"
 
 
@@ -209,7 +229,9 @@ def test_a_seat_convicted_mid_round_leaves_its_seat_empty(chain, core, training)
     reporter = chain.wallet()
     chain.send([signed(chain, keys[liar], run, step, "a"), signed(chain, keys[liar], run, step, "b"),
                 report(chain, reporter, run, liar, step, statement("a"), statement("b"))], [reporter])  # fmt: skip
-    assert elected(chain, core, run) == dict(seats)  # fixed for the round: the seat is empty, not passed on
+    assert elected(chain, core, run) == dict(
+        seats
+    )  # fixed for the round: the seat is empty, not passed on
     chain.call("witness", members[second], run, make_witness(second, second_seat, now, root=root))
     round_ = chain.state(run)["epoch"]["rounds"][chain.state(run)["epoch"]["rounds_head"]]
     assert not round_["decided"] and round_["witnesses_len"] == 2

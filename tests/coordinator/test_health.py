@@ -29,8 +29,16 @@ def check(chain, run, *indices: int, back: int = 2) -> dict:
     """A health check of these trainers of the round `back` rounds before the current one (the round after
     it attests them)."""
     state = chain.state(run)
-    step = state["epoch"]["start_step"] + state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["height"] - back
-    return {"step": max(step, 0), "count": len(indices), "indices": [*indices, *[0] * (32 - len(indices))]}
+    step = (
+        state["epoch"]["start_step"]
+        + state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["height"]
+        - back
+    )
+    return {
+        "step": max(step, 0),
+        "count": len(indices),
+        "indices": [*indices, *[0] * (32 - len(indices))],
+    }
 
 
 def but(*missing: int) -> bytes:
@@ -71,7 +79,9 @@ def test_health_check_drops_a_client_the_witnesses_did_not_see(chain, core, epoc
 
     # the dropped client no longer acts as a member, and cannot be dropped twice
     assert chain.fails("health_check", members[5], run, check(chain, run, 4)) == "NotInEpoch"
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    )
 
     # the current round still lists it (it started training), and so do the next two: the next's trainers
     # were fixed when this one's predecessor started (next_mask), the one after's when this one started
@@ -95,10 +105,15 @@ def test_health_check_is_all_or_nothing(chain, core, epoch):
     play_round(chain, core, run, members)
     play_round(chain, core, run, members, participants=but(4, 5))
     # 3 was seen: the whole report fails and nobody is dropped
-    assert chain.fails("health_check", members[0], run, check(chain, run, 4, 3, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 4, 3, 5))
+        == "InvalidHealthCheck"
+    )
     meta = chain.call("health_check", members[0], run, check(chain, run, 4, 5))
     dropped = [
-        e for name, e in chain.idl.events_in_logs(list(meta.logs()), chain.program_id) if name == "ClientDropped"
+        e
+        for name, e in chain.idl.events_in_logs(list(meta.logs()), chain.program_id)
+        if name == "ClientDropped"
     ]
     assert [e["index"] for e in dropped] == [4, 5]
     states = [c["state"] for c in chain.state(run)["clients"][:CLIENTS]]
@@ -110,6 +125,7 @@ def witness_views(chain, core, run, members, views: list[bytes]) -> None:
     disagree decide nothing, and the round then ends by its timeouts."""
     step = chain.state(run)["progress"]["step"]
     seats = list(elected(chain, core, run).items())
+
     def over() -> bool:
         return chain.state(run)["seed_pending"] or chain.state(run)["progress"]["step"] != step
 
@@ -132,7 +148,9 @@ def test_health_check_counts_against_the_configured_quorum(chain, core, epoch):
     state = chain.state(run)
     rounds = state["epoch"]["rounds"]
     assert not rounds[(state["epoch"]["rounds_head"] - 1) % len(rounds)]["decided"]
-    assert chain.fails("health_check", members[0], run, check(chain, run, 4)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 4)) == "InvalidHealthCheck"
+    )
     chain.call("health_check", members[0], run, check(chain, run, 5))
     assert chain.state(run)["clients"][5]["state"] == "Dropped"
 
@@ -147,7 +165,9 @@ def test_one_censoring_witness_of_three_cannot_drop_an_honest_trainer(chain, cor
     round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
     assert round_["decided"] and round_["witnesses_len"] == 3
     start_pending_round(chain, run, members[0])
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    )
 
 
 def test_a_seat_that_never_reported_counts_for_nobody(chain, core, epoch):
@@ -159,7 +179,9 @@ def test_a_seat_that_never_reported_counts_for_nobody(chain, core, epoch):
     start_pending_round(chain, run, members[0])
     state = chain.state(run)
     assert state["run_state"] == "RoundTrain"
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    )
 
 
 def test_two_of_three_drop_a_trainer_that_did_not_deliver(chain, core, epoch):
@@ -182,10 +204,15 @@ def test_health_check_only_from_round_height_two(chain, core, epoch):
     assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidRunState"
     play_round(chain, core, run, members)
     # height 2: round 1's witnesses saw everyone who trained in round 0
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    )
     # the current round's and the last round's trainers are not attested yet by a round that is over
     for back in (0, 1):
-        assert chain.fails("health_check", members[0], run, check(chain, run, 5, back=back)) == "WrongStep"
+        assert (
+            chain.fails("health_check", members[0], run, check(chain, run, 5, back=back))
+            == "WrongStep"
+        )
 
 
 def test_a_report_reads_the_records_of_the_round_it_reports_on(chain, core, epoch):
@@ -196,11 +223,16 @@ def test_a_report_reads_the_records_of_the_round_it_reports_on(chain, core, epoc
     play_round(chain, core, run, members)  # height 0
     play_round(chain, core, run, members, participants=but(5))  # height 1 attests height 0
     play_round(chain, core, run, members)  # height 2 attests height 1: everyone seen
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5)) == "InvalidHealthCheck"
+    )
     chain.call("health_check", members[0], run, check(chain, run, 5, back=3))
     assert chain.state(run)["clients"][5]["state"] == "Dropped"
     # a round no longer stored (the ring keeps NUM_ROUNDS) cannot be reported on
-    assert chain.fails("health_check", members[0], run, check(chain, run, 4, back=4)) == "InvalidRunState"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 4, back=4))
+        == "InvalidRunState"
+    )
 
 
 def test_a_seat_cannot_vote_the_decided_root_and_leave_one_of_its_trainers_out(chain, core, epoch):
@@ -216,17 +248,28 @@ def test_a_seat_cannot_vote_the_decided_root_and_leave_one_of_its_trainers_out(c
     honest, partial = b"\x0a" * 32, b"\x0b" * 32
     chain.call("witness", members[b], run, make_witness(b, b_seat, step, but(5), root=partial))
     chain.call("witness", members[c], run, make_witness(c, c_seat, step, but(5), root=honest))
-    chain.call("witness", members[a], run, make_witness(a, a_seat, step, ALL_PARTICIPANTS, root=honest))
+    chain.call(
+        "witness", members[a], run, make_witness(a, a_seat, step, ALL_PARTICIPANTS, root=honest)
+    )
     state = chain.state(run)
-    assert state["progress"]["step"] == step and not state["seed_pending"]  # not decided: the round goes on
-    chain.call("witness", members[b], run, make_witness(b, b_seat, step, ALL_PARTICIPANTS, root=honest))
+    assert (
+        state["progress"]["step"] == step and not state["seed_pending"]
+    )  # not decided: the round goes on
+    chain.call(
+        "witness", members[b], run, make_witness(b, b_seat, step, ALL_PARTICIPANTS, root=honest)
+    )
     start_pending_round(chain, run, members[0])
     state = chain.state(run)
     decided = state["epoch"]["rounds"][(state["epoch"]["rounds_head"] - 1) % 4]
-    assert decided["decided"] and decided["decided_root"] == honest and decided["decided_votes"] == 2
+    assert (
+        decided["decided"] and decided["decided_root"] == honest and decided["decided_votes"] == 2
+    )
     assert state["clients"][c]["dissents"] == 1
     play_round(chain, core, run, members)  # height 2: its seats' records are of height 1
-    assert chain.fails("health_check", members[0], run, check(chain, run, 5, back=3)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 5, back=3))
+        == "InvalidHealthCheck"
+    )
     assert chain.state(run)["clients"][5]["state"] == "Healthy"
 
 
@@ -238,10 +281,17 @@ def test_health_check_needs_a_valid_report_from_a_healthy_member(chain, core, ep
     assert chain.fails("health_check", outsider, run, check(chain, run, 5)) == "NotInEpoch"
     chain.call("exit_run", members[1], run)
     assert chain.fails("health_check", members[1], run, check(chain, run, 5)) == "NotInEpoch"
-    for bad in (check(chain, run), check(chain, run, 5, 5), check(chain, run, CLIENTS), {**check(chain, run, 5), "count": 33, "indices": [5] * 32}):
+    for bad in (
+        check(chain, run),
+        check(chain, run, 5, 5),
+        check(chain, run, CLIENTS),
+        {**check(chain, run, 5), "count": 33, "indices": [5] * 32},
+    ):
         assert chain.fails("health_check", members[0], run, bad) == "InvalidHealthCheck"
     # a withdrawn client is no longer healthy: there is nothing to drop
-    assert chain.fails("health_check", members[0], run, check(chain, run, 1)) == "InvalidHealthCheck"
+    assert (
+        chain.fails("health_check", members[0], run, check(chain, run, 1)) == "InvalidHealthCheck"
+    )
 
 
 def test_health_check_outside_training_rounds(chain, core):

@@ -77,7 +77,9 @@ def test_full_lifecycle(chain, core, clients):
     assert state["model"]["checkpoint"]["kind"] == "P2P"
     # a point per round per quarter of the median's share: nobody declared a throughput, so all hold the median's
     median_share = chain.idl.constants["MEDIAN_SHARE"]
-    assert {entry["earned"] for entry in state["registry"][:clients]} == {rounds_in_epoch * median_share}
+    assert {entry["earned"] for entry in state["registry"][:clients]} == {
+        rounds_in_epoch * median_share
+    }
 
     # epoch 1: everyone must join again; runs until total_steps
     start_epoch(chain, run, members, config)

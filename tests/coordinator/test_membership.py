@@ -77,7 +77,9 @@ def test_exit_mid_epoch_withdraws_the_client_and_frees_its_registry_slot(chain, 
     for active, following in ((range(4), range(4)), (range(4), [0, 2, 3]), ([0, 2, 3], [0, 2, 3])):
         play_round(chain, core, run, members, all_elected=False)
         state = chain.state(run)
-        assert state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["active_mask"] == bitmap(active)
+        assert state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["active_mask"] == bitmap(
+            active
+        )
         assert state["next_mask"] == bitmap(following)
     assert state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["active_count"] == 3
 
@@ -315,7 +317,9 @@ def test_closing_a_join_authorization_refunds_it_and_withdraws_the_join(chain, g
         assert chain.send_fails([ix], [stranger], address).name == "Unauthorized"
     chain.send([chain.ix("close_join_authorization", accounts)], [join_authority])
     assert chain.account_bytes(address) is None
-    assert chain.svm.get_balance(join_authority.pubkey()) == balance + rent  # the harness payer pays fees
+    assert (
+        chain.svm.get_balance(join_authority.pubkey()) == balance + rent
+    )  # the harness payer pays fees
     assert pending_signers(chain.state(run)) == []
     assert chain.join_fails(grantee, run, authorization=address) == "JoinNotAuthorized"
     ix = chain.ix("close_join_authorization", accounts)

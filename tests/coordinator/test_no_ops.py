@@ -10,7 +10,13 @@ from support.coordinator_chain import make_config, make_model, open_run, play_ro
 
 CONFIG = make_config(4)
 PROGRESS = {"epoch": 0, "step": 1, "epoch_start_data_index": 0}
-METADATA = {"name": b"run", "description": b"d", "client_version": b"1", "num_parameters": 1, "vocab_size": 2}
+METADATA = {
+    "name": b"run",
+    "description": b"d",
+    "client_version": b"1",
+    "num_parameters": 1,
+    "vocab_size": 2,
+}
 
 
 def test_owner_actions_that_change_nothing_are_refused(chain):
@@ -35,9 +41,16 @@ def test_identical_config_model_and_checkpoint_are_refused(chain):
     args = {"config": CONFIG, "progress": PROGRESS}
     assert chain.fails("update_config", authority, run, args) == "NoChange"
     assert chain.fails("update_model", authority, run, {"model": make_model()}) == "NoChange"
-    chain.call("update_config", authority, run, {"config": CONFIG, "progress": PROGRESS | {"step": 2}})
+    chain.call(
+        "update_config", authority, run, {"config": CONFIG, "progress": PROGRESS | {"step": 2}}
+    )
     keeper = chain.wallet()
-    chain.call("set_checkpointers", authority, run, {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7})
+    chain.call(
+        "set_checkpointers",
+        authority,
+        run,
+        {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7},
+    )
     pointer = {"checkpoint": make_model()["checkpoint"]}  # the one the run already has
     assert chain.fails("checkpoint", keeper, run, pointer) == "NoChange"
 
@@ -49,7 +62,9 @@ def test_granting_what_is_granted_or_revoking_what_is_not_is_refused(chain):
     accounts = {"join_authority": authority.pubkey(), "run": run, "authorization": address}
 
     def grant(allowed: bool):
-        return [chain.ix("set_join_authorization", accounts, {"grantee": grantee, "allowed": allowed})]
+        return [
+            chain.ix("set_join_authorization", accounts, {"grantee": grantee, "allowed": allowed})
+        ]
 
     assert chain.send_fails(grant(False), [authority], address).name == "NoChange"  # none exists
     chain.send(grant(True), [authority])
@@ -82,7 +97,9 @@ def test_non_zero_config_padding_is_refused(chain):
     chain.call("set_paused", authority, run, {"paused": True})
     config = CONFIG | {"_pad": bytes(5) + b"\x01"}
     progress = chain.state(run)["progress"]
-    failure = chain.failure("update_config", authority, run, {"config": config, "progress": progress})
+    failure = chain.failure(
+        "update_config", authority, run, {"config": config, "progress": progress}
+    )
     assert failure.name == "NonCanonical"
     assert any("padding" in line for line in failure.logs)
 
@@ -90,7 +107,12 @@ def test_non_zero_config_padding_is_refused(chain):
 def test_non_canonical_checkpoint_and_health_check_arguments_are_refused(chain, core):
     authority, run = open_run(chain, CONFIG)
     keeper = chain.wallet()
-    chain.call("set_checkpointers", authority, run, {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7})
+    chain.call(
+        "set_checkpointers",
+        authority,
+        run,
+        {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7},
+    )
     pointer = dict(make_model()["checkpoint"], repo=b"cohort/other", _pad=b"\x00\x00\x07")
     assert chain.fails("checkpoint", keeper, run, {"checkpoint": pointer}) == "NonCanonical"
     members = [chain.wallet() for _ in range(4)]
@@ -101,4 +123,7 @@ def test_non_canonical_checkpoint_and_health_check_arguments_are_refused(chain, 
     step = chain.state(run)["progress"]["step"] - 2
     args = {"step": step, "count": 1, "indices": [1] + [0] * 30 + [3]}
     assert chain.fails("health_check", members[0], run, args) == "NonCanonical"
-    assert chain.fails("health_check", members[0], run, {**args, "indices": [1] + [0] * 31, "_pad": 1}) == "NonCanonical"
+    assert (
+        chain.fails("health_check", members[0], run, {**args, "indices": [1] + [0] * 31, "_pad": 1})
+        == "NonCanonical"
+    )

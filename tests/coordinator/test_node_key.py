@@ -54,10 +54,25 @@ def test_a_join_without_the_node_keys_signature_is_refused(chain):
     other = Keypair()
     attempts = [
         [ed25519_instruction(other, message), ix],
-        [ed25519_instruction(node, join_proof_message(chain.idl, run, other.pubkey(), marker(chain, run))), ix],
-        [ed25519_instruction(node, join_proof_message(chain.idl, other.pubkey(), wallet.pubkey(),
-                                                      marker(chain, run))), ix],
-        [ed25519_instruction(node, join_proof_message(chain.idl, run, wallet.pubkey(), marker(chain, run) + 1)), ix],
+        [
+            ed25519_instruction(
+                node, join_proof_message(chain.idl, run, other.pubkey(), marker(chain, run))
+            ),
+            ix,
+        ],
+        [
+            ed25519_instruction(
+                node,
+                join_proof_message(chain.idl, other.pubkey(), wallet.pubkey(), marker(chain, run)),
+            ),
+            ix,
+        ],
+        [
+            ed25519_instruction(
+                node, join_proof_message(chain.idl, run, wallet.pubkey(), marker(chain, run) + 1)
+            ),
+            ix,
+        ],
         [ed25519_instruction(node, message[:-1]), ix],
         [ix, ed25519_instruction(node, message)],
     ]
@@ -98,11 +113,17 @@ def test_rejoining_with_the_same_identity_is_a_refused_no_op_unless_the_address_
     _, run = open_run(chain, make_config(3))
     wallet, node = chain.wallet(), Keypair()
     chain.join(wallet, run, node, endpoint=b"10.0.0.1:4433")
-    assert chain.join_fails(wallet, run, node, endpoint=b"10.0.0.1:4433") == "AlreadyJoined"  # bytes unchanged
+    assert (
+        chain.join_fails(wallet, run, node, endpoint=b"10.0.0.1:4433") == "AlreadyJoined"
+    )  # bytes unchanged
     before = chain.run_bytes(run)
     chain.join(wallet, run, node, endpoint=b"10.0.0.2:4433")  # a restarted client on another port
-    assert chain.run_bytes(run) == before  # the Run is untouched (no nonce bump): only the address moved
-    endpoint = chain.idl.decode_account("Endpoint", chain.account_bytes(chain.endpoint_address(run, wallet.pubkey())))
+    assert (
+        chain.run_bytes(run) == before
+    )  # the Run is untouched (no nonce bump): only the address moved
+    endpoint = chain.idl.decode_account(
+        "Endpoint", chain.account_bytes(chain.endpoint_address(run, wallet.pubkey()))
+    )
     assert endpoint["endpoint"].rstrip(b"\0") == b"10.0.0.2:4433"
 
 
@@ -149,10 +170,16 @@ def test_the_endpoint_goes_to_the_wallets_endpoint_account_and_must_be_canonical
     before = chain.run_bytes(run)
     address = "x" * chain.idl.constants["ENDPOINT_LEN"]
     result = chain.join(wallet, run, node, endpoint=address.encode())
-    (event,) = [e for name, e in chain.idl.events_in_logs(list(result.logs()), chain.program_id) if name == "ClientJoined"]
+    (event,) = [
+        e
+        for name, e in chain.idl.events_in_logs(list(result.logs()), chain.program_id)
+        if name == "ClientJoined"
+    ]
     assert event["p2p_identity"] == node.pubkey() and decode_endpoint(event["endpoint"]) == address
     assert address.encode() not in chain.run_bytes(run) and len(chain.run_bytes(run)) == len(before)
-    bump = Pubkey.find_program_address([b"endpoint", bytes(run), bytes(wallet.pubkey())], chain.program_id)[1]
+    bump = Pubkey.find_program_address(
+        [b"endpoint", bytes(run), bytes(wallet.pubkey())], chain.program_id
+    )[1]
     assert endpoint_of(chain, run, wallet) == {
         "bump": bump, "_pad": bytes(7), "run": run, "wallet": wallet.pubkey(), "p2p_identity": node.pubkey(),
         "join_marker": marker(chain, run), "endpoint": address.encode(),
@@ -162,7 +189,10 @@ def test_the_endpoint_goes_to_the_wallets_endpoint_account_and_must_be_canonical
     other = Keypair()
     chain.join(wallet, run, other, endpoint=b"10.0.0.2:4433")
     record = endpoint_of(chain, run, wallet)
-    assert record["p2p_identity"] == other.pubkey() and decode_endpoint(record["endpoint"]) == "10.0.0.2:4433"
+    assert (
+        record["p2p_identity"] == other.pubkey()
+        and decode_endpoint(record["endpoint"]) == "10.0.0.2:4433"
+    )
 
     # only this wallet's own PDA: another wallet's account, or any other address, is refused
     stranger, key = chain.wallet(), Keypair()
@@ -177,7 +207,9 @@ def test_the_endpoint_goes_to_the_wallets_endpoint_account_and_must_be_canonical
     balance = chain.svm.get_balance(wallet.pubkey())
     chain.call("exit_run", wallet, run)
     assert endpoint_of(chain, run, wallet) is None
-    assert chain.svm.get_balance(wallet.pubkey()) == balance + rent  # the harness payer pays the fees
+    assert (
+        chain.svm.get_balance(wallet.pubkey()) == balance + rent
+    )  # the harness payer pays the fees
 
 
 def test_exit_run_closes_only_the_wallets_own_endpoint(chain):
@@ -201,7 +233,9 @@ def test_endpoints_are_closed_by_their_wallets_after_the_run(chain):
     for wallet in wallets:
         chain.join(wallet, run, Keypair(), endpoint=b"10.0.0.1:4433")
     own = chain.endpoint_address(run, wallets[0].pubkey())
-    assert chain.fails("close_endpoint", wallets[0], run) == "RunStillOpen"  # exit_run is the way out
+    assert (
+        chain.fails("close_endpoint", wallets[0], run) == "RunStillOpen"
+    )  # exit_run is the way out
     chain.call("set_paused", authority, run, {"paused": True})
     close = {"run_index": chain.run_index_address(b"test-run"), "recipient": authority.pubkey()}
     chain.call("close_run", authority, run, **close)
@@ -216,12 +250,18 @@ def test_endpoints_are_closed_by_their_wallets_after_the_run(chain):
         chain.call("close_endpoint", wallet, run)
         assert chain.account_bytes(address) is None
         assert chain.svm.get_balance(wallet.pubkey()) == balance + rent
-    assert chain.fails("close_endpoint", wallets[0], run) == "WrongAccountOwner"  # nothing left to close
+    assert (
+        chain.fails("close_endpoint", wallets[0], run) == "WrongAccountOwner"
+    )  # nothing left to close
 
 
 def test_the_sdk_refuses_an_endpoint_that_does_not_fit():
     assert encode_endpoint("127.0.0.1:1", 16) == b"127.0.0.1:1" + bytes(5)
-    for bad, why in (("x" * 17, "at most 16"), ("é", "printable ASCII"), ("a\nb", "printable ASCII")):
+    for bad, why in (
+        ("x" * 17, "at most 16"),
+        ("é", "printable ASCII"),
+        ("a\nb", "printable ASCII"),
+    ):
         try:
             encode_endpoint(bad, 16)
         except ValueError as e:

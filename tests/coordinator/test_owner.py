@@ -40,13 +40,17 @@ def test_checkpoint_by_designated_vs_undesignated_signer(chain):
         assert chain.fails("checkpoint", signer, run, checkpoint("Hub")) == "NotACheckpointer"
 
     meta = designate(chain, authority, run, keeper.pubkey())
-    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [("RunUpdated", {"run": run, "what": 4})]
+    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [
+        ("RunUpdated", {"run": run, "what": 4})
+    ]
     assert chain.state(run)["checkpointers"][0] == keeper.pubkey()
     before = chain.state(run)
     meta = chain.call("checkpoint", keeper, run, checkpoint("Hub"))
     after = chain.state(run)
     # the repo moved; the step and weights hash it sent are ignored: only vote_weights sets those
-    assert after["model"]["checkpoint"] == stored(chain, "Checkpoint", checkpoint("Hub", **KEPT)["checkpoint"])
+    assert after["model"]["checkpoint"] == stored(
+        chain, "Checkpoint", checkpoint("Hub", **KEPT)["checkpoint"]
+    )
     assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [
         ("CheckpointUpdated", {"run": run, "checkpoint": after["model"]["checkpoint"]})
     ]
@@ -122,7 +126,9 @@ def test_metadata_changes_at_any_time(chain):
     metadata = {"name": b"kjv-20m", "description": b"a small llama on the King James Bible",
                 "client_version": b"0.1.0", "num_parameters": 20_000_000, "vocab_size": 32_000}  # fmt: skip
     meta = chain.call("update_metadata", authority, run, {"metadata": metadata})
-    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [("RunUpdated", {"run": run, "what": 1})]
+    assert chain.idl.events_in_logs(list(meta.logs()), chain.program_id) == [
+        ("RunUpdated", {"run": run, "what": 1})
+    ]
     state = chain.state(run)
     assert state["metadata"] == stored(chain, "RunMetadata", metadata)
     assert state["run_state"] == "RoundTrain"

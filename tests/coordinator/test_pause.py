@@ -188,4 +188,6 @@ def test_finished_run_cannot_resume_or_change_but_can_close(chain, core):
     chain.call("close_run", authority, run, **close)
     assert chain.account_bytes(run) is None
     # the Points accounts outlive the run (two rounds at the median share each)
-    assert {chain.points(run, m.pubkey()) for m in members} == {2 * chain.idl.constants["MEDIAN_SHARE"]}
+    assert {chain.points(run, m.pubkey()) for m in members} == {
+        2 * chain.idl.constants["MEDIAN_SHARE"]
+    }

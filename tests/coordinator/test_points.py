@@ -27,7 +27,9 @@ def test_points_are_kept_after_exit_and_claims_accumulate(chain, core):
     events = dict(chain.idl.events_in_logs(list(result.logs()), chain.program_id))
     assert events["PointsClaimed"] == {"run": run, "wallet": members[0].pubkey(), "points": points,
                                        "total": points}  # fmt: skip
-    assert chain.points(run, members[0].pubkey()) == points  # the registry entry is gone, the points not
+    assert (
+        chain.points(run, members[0].pubkey()) == points
+    )  # the registry entry is gone, the points not
     assert chain.fails("claim_points", members[0], run) == "NotAClient"
     # a claim while staying in the run; nothing left to claim is a refused no-op
     chain.call("claim_points", members[1], run)
@@ -95,10 +97,16 @@ def test_a_full_registry_never_prunes_unclaimed_points_and_anyone_can_settle_the
 
     # nothing left to settle, a wallet with no entry, and someone else's Points account are refused
     chain.settle_points(stranger, run, wallets[3].pubkey())
-    for wallet, points, error in ((wallets[3], None, "NoChange"), (chain.wallet(), None, "NotAClient"),
-                                  (wallets[4], chain.points_address(run, wallets[3].pubkey()), "WrongPda")):
+    for wallet, points, error in (
+        (wallets[3], None, "NoChange"),
+        (chain.wallet(), None, "NotAClient"),
+        (wallets[4], chain.points_address(run, wallets[3].pubkey()), "WrongPda"),
+    ):
         points = points or chain.points_address(run, wallet.pubkey())
-        assert chain.fails("settle_points", stranger, run, {"wallet": wallet.pubkey()}, points=points) == error
+        assert (
+            chain.fails("settle_points", stranger, run, {"wallet": wallet.pubkey()}, points=points)
+            == error
+        )
 
 
 def test_points_and_join_authorizations_are_closed_after_the_run(chain, core):

@@ -79,8 +79,14 @@ def test_quorum_is_relative_to_the_configured_witness_nodes(chain, core):
             chain.call("tick", members[0], run)
         start_pending_round(chain, run, members[0])
         state = chain.state(run)
-        outcome[count] = (state["run_state"], state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"])
-    assert outcome == {1: ("Cooldown", False), 2: ("RoundTrain", False)}  # a new round: nothing decided yet
+        outcome[count] = (
+            state["run_state"],
+            state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"],
+        )
+    assert outcome == {
+        1: ("Cooldown", False),
+        2: ("RoundTrain", False),
+    }  # a new round: nothing decided yet
 
     chain.call("set_paused", authority, run, {"paused": True})
     play_round(chain, core, run, members)
@@ -116,7 +122,9 @@ def test_checkpoint_only_by_designated_checkpointers_with_weights_hash(chain):
     chain.call("checkpoint", keeper, run, {"checkpoint": pointer})
     stored = chain.state(run)["model"]["checkpoint"]
     assert stored["repo"].rstrip(b"\0") == b"cohort/llama-20m-mirror"
-    assert stored["weights_sha256"] == bytes(32) and stored["step"] == 0  # not the checkpointer's claim
+    assert (
+        stored["weights_sha256"] == bytes(32) and stored["step"] == 0
+    )  # not the checkpointer's claim
 
 
 def full_run(chain):
@@ -209,7 +217,10 @@ def test_results_are_attested_exactly(chain, core):
     chain.call("witness", members[a], run, make_witness(a, pa, step, root=root))
     chain.call("witness", members[b], run, make_witness(b, pb, step, root=almost))
     state = chain.state(run)
-    assert not state["seed_pending"] and not state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"]
+    assert (
+        not state["seed_pending"]
+        and not state["epoch"]["rounds"][state["epoch"]["rounds_head"]]["decided"]
+    )
     chain.call("witness", members[c], run, make_witness(c, pc, step, root=root))
     state = chain.state(run)
     round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]

@@ -79,11 +79,19 @@ class Generator:
         roll = rng.random()
         members = state["clients"][: state["epoch"]["clients_len"]]
         step = state["progress"]["step"]
-        if state["run_state"] in ("Cooldown", "WaitingForMembers") and members and rng.random() < 0.2:
+        if (
+            state["run_state"] in ("Cooldown", "WaitingForMembers")
+            and members
+            and rng.random() < 0.2
+        ):
             roll = 0.89  # the epoch's finishers vote on its weights while they may
         if state["run_state"] in ("RoundTrain", "RoundWitness") and members and rng.random() < 0.25:
             roll = 0.6  # seats report (and replace) while the round lasts
-        if state["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") and members and rng.random() < 0.1:
+        if (
+            state["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown")
+            and members
+            and rng.random() < 0.1
+        ):
             return self._report_check(state, run_bytes, members)
         if roll < 0.22:  # 0 s: the next slot at the same unix time
             return Op("advance", 0, advance=rng.choice([0, 0, 1, 1, 2, 3, 5, 8, 40]))
@@ -92,12 +100,16 @@ class Generator:
         if roll < 0.50:  # usually the wallet's own node key, sometimes another's (a taken identity)
             wallet = rng.randrange(self.wallets)
             node = wallet if rng.random() < 0.8 else rng.randrange(NODE_KEYS)
-            endpoint = rng.choice([b"", b"127.0.0.1:4433", b"x" * 160, b"127.0.0.1:4433", b"bad\x01"])
+            endpoint = rng.choice(
+                [b"", b"127.0.0.1:4433", b"x" * 160, b"127.0.0.1:4433", b"bad\x01"]
+            )
             return Op("join_run", wallet, {"node": node, "endpoint": endpoint})
         if roll < 0.70 and members:
             index = rng.randrange(len(members))
             seat = self.core.witness_seat(run_bytes, index)
-            participants = rng.choice([b"\xff" * 32, bytes(32), bytes(rng.randrange(256) for _ in range(32))])
+            participants = rng.choice(
+                [b"\xff" * 32, bytes(32), bytes(rng.randrange(256) for _ in range(32))]
+            )
             args = {
                 "step": step + (rng.random() < 0.1),
                 "index": index,
@@ -117,7 +129,11 @@ class Generator:
         if roll < 0.83 and members:
             k = rng.randrange(1, 3)
             indices = [rng.randrange(len(members)) for _ in range(k)]
-            args = {"step": max(0, step - rng.choice([2, 2, 2, 1, 3, 4])), "count": k, "indices": indices + [0] * (32 - k)}
+            args = {
+                "step": max(0, step - rng.choice([2, 2, 2, 1, 3, 4])),
+                "count": k,
+                "indices": indices + [0] * (32 - k),
+            }
             return Op(
                 "health_check", self._member_wallet(members, rng.randrange(len(members)), rng), args
             )
@@ -126,11 +142,17 @@ class Generator:
         if roll < 0.87:  # anyone settles anyone's points, mostly of wallets that hold some
             owed = [self.wallet_keys.index(e["signer"]) for e in state["registry"][: state["registry_len"]]
                     if e["earned"] and e["signer"] in self.wallet_keys]  # fmt: skip
-            wallet = rng.choice(owed) if owed and rng.random() < 0.8 else rng.randrange(self.wallets)
+            wallet = (
+                rng.choice(owed) if owed and rng.random() < 0.8 else rng.randrange(self.wallets)
+            )
             return Op("settle_points", rng.randrange(self.wallets), {"wallet": wallet})
         if roll < 0.90 and members:
             index = rng.randrange(len(members))
-            args = {"index": index, "step": step - (rng.random() < 0.1), "manifest": rng.choice(MANIFESTS)}
+            args = {
+                "index": index,
+                "step": step - (rng.random() < 0.1),
+                "manifest": rng.choice(MANIFESTS),
+            }
             return Op("vote_weights", self._member_wallet(members, index, rng), args)
         if roll < 0.915 and members:
             index = rng.randrange(len(members) + (rng.random() < 0.1))
@@ -145,7 +167,9 @@ class Generator:
         if roll < 0.925:
             kind = rng.choice(["grant", "revoke", "close_join_authorization"])
             return Op(kind, -1, {"wallet": rng.randrange(self.wallets)})
-        if roll < 0.97 or (roll < 0.995 and not state["pending_pause"]):  # pauses are rare: rounds run
+        if roll < 0.97 or (
+            roll < 0.995 and not state["pending_pause"]
+        ):  # pauses are rare: rounds run
             checkpoint = {"kind": rng.choice(["Hub", "Gcs", "P2P"]), "step": step,
                           "repo": rng.choice([b"org/model", b"org/mirror"]), "revision": b"",
                           "weights_sha256": rng.randbytes(32)}  # fmt: skip
@@ -165,14 +189,18 @@ class Generator:
             trainer = rng.randrange(len(members) + (rng.random() < 0.05))
         seed = self.core.check_seed(run_bytes, checked)
         plan = self.core.check_plan(run_bytes, checked, seed, trainer) if seed is not None else ()
-        if plan and rng.random() < 0.9:  # mostly a verifier that has not reported it yet (a quorum convicts)
+        if (
+            plan and rng.random() < 0.9
+        ):  # mostly a verifier that has not reported it yet (a quorum convicts)
             fresh = [v for v in plan if (checked, trainer, v) not in self.reported]
             signer = rng.choice(fresh if fresh and rng.random() < 0.8 else plan)
             self.reported.add((checked, trainer, signer))
             self.last_check = (checked, trainer)
         else:
             signer = self._member_wallet(members, rng.randrange(len(members)), rng)
-        reason = rng.choice(["PayloadMismatch", "StateMismatch", "StateNotDelivered", "ResultNotDelivered"])
+        reason = rng.choice(
+            ["PayloadMismatch", "StateMismatch", "StateNotDelivered", "ResultNotDelivered"]
+        )
         return Op("report_check", signer, {"step": checked, "trainer": trainer, "reason": reason})
 
     def _member_wallet(self, members: list, index: int, rng: random.Random) -> int:
@@ -190,9 +218,13 @@ class Twin:
         self.wallets = [chain.wallet() for _ in range(wallets)]
         self.outsider = Keypair()
         self.node_keys = [Keypair.from_seed(bytes([k + 1]) * 32) for k in range(NODE_KEYS)]
-        self.authorizations: dict[int, bool] = {}  # wallet index -> its JoinAuthorization's `allowed`
+        self.authorizations: dict[
+            int, bool
+        ] = {}  # wallet index -> its JoinAuthorization's `allowed`
         self.claimed: dict[int, int] = {}  # wallet index -> points its Points account should hold
-        self.endpoints: dict[int, tuple[int, bytes]] = {}  # wallet index -> its Endpoint account's (node, address)
+        self.endpoints: dict[
+            int, tuple[int, bytes]
+        ] = {}  # wallet index -> its Endpoint account's (node, address)
 
     def signer(self, op: Op, state: dict) -> Keypair:
         if op.signer == -1:
@@ -207,7 +239,9 @@ class Twin:
         return self.wallets[op.signer]
 
 
-def host_apply(core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: Pubkey, twin: Twin) -> int:
+def host_apply(
+    core: CoordinatorCore, run: bytearray, env: Env, op: Op, signer: Pubkey, twin: Twin
+) -> int:
     """The host core's result for `op` (the program's own account checks emulated for the instructions
     whose only effect on the run is withdrawing a pending join). Bumps the nonce where the program does."""
     if op.name in ("grant", "revoke", "close_join_authorization"):
@@ -278,7 +312,10 @@ def registry_earned(core: CoordinatorCore, run: bytearray, signer: Pubkey) -> in
     """The wallet's unclaimed points, read from the raw bytes (decoding 112 KB per step is slow)."""
     idl = core.idl
     at, size = idl.offset_of("Run", "registry"), idl.size_of({"defined": {"name": "RegistryEntry"}})
-    length_at, earned_at = idl.offset_of("Run", "registry_len"), idl.offset_of("RegistryEntry", "earned")
+    length_at, earned_at = (
+        idl.offset_of("Run", "registry_len"),
+        idl.offset_of("RegistryEntry", "earned"),
+    )
     for r in range(int.from_bytes(run[length_at : length_at + 4], "little")):
         entry = at + r * size
         if run[entry : entry + 32] == bytes(signer):
@@ -316,7 +353,9 @@ def chain_apply(chain: Chain, run: Pubkey, op: Op, signer: Keypair, twin: Twin):
             epoch = chain.state(run)["epoch"]["epoch"]
             message = result_statement(chain.idl, run, epoch, a["step"], (statement["batch_start"], statement["batch_end"]),
                                        statement["commitment"])  # fmt: skip
-            return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
+            return ed25519_verify_instruction(
+                bytes(key.pubkey()), bytes(key.sign_message(message)), message
+            )
 
         args = {k: a[k] for k in ("index", "step", "first", "second")}
         report = chain.call_ix("report_equivocation", signer, run, args)
@@ -356,14 +395,20 @@ def check_invariants(state: dict, previous: dict | None) -> None:
         assert len(set(indices)) == len(indices), "a client has two records in one round"
         assert round_["witnesses_len"] <= config["witness_nodes"], "more records than seats"
         witnessed = int.from_bytes(round_["witnessed_mask"], "little")
-        assert witnessed == sum(1 << i for i in indices), "witnessed_mask is not the records' indices"
+        assert witnessed == sum(1 << i for i in indices), (
+            "witnessed_mask is not the records' indices"
+        )
         convicted = {i for i, c in enumerate(state["clients"]) if c["state"] == "Convicted"}
-        if round_["decided"]:  # the deciding majority (a root with one bitmap), and no record changed since
+        if round_[
+            "decided"
+        ]:  # the deciding majority (a root with one bitmap), and no record changed since
             votes = [(w["results_root"], w["participants"]) for w in records]
             behind = max(votes.count(v) for v in votes if v[0] == round_["decided_root"])
             counted = max(sum(v == u and w["index"] not in convicted for u, w in zip(votes, records, strict=True))
                           for v in votes if v[0] == round_["decided_root"])  # fmt: skip
-            assert behind >= round_["decided_votes"] >= quorum and counted <= round_["decided_votes"]
+            assert (
+                behind >= round_["decided_votes"] >= quorum and counted <= round_["decided_votes"]
+            )
         if round_["digest_votes"]:  # a convicted member's record counts for nothing
             behind = sum(w["weights_digest"] == round_["weights_digest"] for w in records)
             counted = sum(w["weights_digest"] == round_["weights_digest"] and w["index"] not in convicted
@@ -374,12 +419,18 @@ def check_invariants(state: dict, previous: dict | None) -> None:
             assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256
     window = len(state["check_seeds"])
     for at, entry in enumerate(state["check_seeds"]):
-        assert entry["step"] == 0 or entry["step"] % window == at, "a check seed outside its window slot"
+        assert entry["step"] == 0 or entry["step"] % window == at, (
+            "a check seed outside its window slot"
+        )
     open_checks = [(t["step"], t["trainer"]) for t in state["failed_checks"] if t["step"]]
     assert len(set(open_checks)) == len(open_checks), "two tallies of one check"
     for t in state["failed_checks"]:
         if t["step"]:
-            assert 0 < t["reporters"] < 8 and t["trainer"] < epoch["clients_len"] and t["opener"] < epoch["clients_len"]
+            assert (
+                0 < t["reporters"] < 8
+                and t["trainer"] < epoch["clients_len"]
+                and t["opener"] < epoch["clients_len"]
+            )
     if previous is not None:
         assert state["progress"]["step"] >= previous["progress"]["step"], "step went backwards"
         assert state["nonce"] >= previous["nonce"]
@@ -427,7 +478,9 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
             continue
         # SlotHashes keeps 512 blocks: a frozen slot older than that is no longer proven (inputs re-freeze)
         slot_hash = slot.to_bytes(8, "little") * 4
-        env = Env(now, slot_hash, run, slot, ((slot - 1, slot_hash), (max(slot - 512, 0), bytes(32))))
+        env = Env(
+            now, slot_hash, run, slot, ((slot - 1, slot_hash), (max(slot - 512, 0), bytes(32)))
+        )
         before = bytes(host)
         code = host_apply(core, host, env, op, twin.signer(op, state).pubkey(), twin)
         core.take_events()
@@ -463,14 +516,19 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
         host_events = core.take_events()
         try:
             result = chain_apply(chain, run, op, signer, twin)
-            chain_code, chain_events = 0, chain.idl.events_in_logs(list(result.logs()), chain.program_id)
+            chain_code, chain_events = (
+                0,
+                chain.idl.events_in_logs(list(result.logs()), chain.program_id),
+            )
         except ProgramFailed as e:
             chain_code, chain_events = e.code, []
         # the program moves points into Points accounts (the core only hands them out)
         chain_events = [e for e in chain_events if e[0] != "PointsClaimed"]
         if op.signer >= 0 and op.name in ("exit_run", "claim_points", "settle_points"):
             owner = op.args["wallet"] if op.name == "settle_points" else op.signer
-            assert (chain.points(run, twin.wallets[owner].pubkey()) or 0) == twin.claimed.get(owner, 0)
+            assert (chain.points(run, twin.wallets[owner].pubkey()) or 0) == twin.claimed.get(
+                owner, 0
+            )
         assert chain_code == host_code, (
             f"step {i}: {op.name}: chain {chain_code} != host {host_code}"
         )
@@ -483,7 +541,10 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
             done.update([op.name, *(name for name, _ in host_events)])
             done.update(e["reason"] for name, e in host_events if name == "ClientConvicted")
             round_ = state["epoch"]["rounds"][state["epoch"]["rounds_head"]]
-            if op.name == "witness" and round_["witnessed_mask"][op.args["index"] // 8] >> (op.args["index"] % 8) & 1:
+            if (
+                op.name == "witness"
+                and round_["witnessed_mask"][op.args["index"] // 8] >> (op.args["index"] % 8) & 1
+            ):
                 done["replaced"] += 1
     assert sum(twin.claimed.values()) > 0, "no points were ever claimed"
     assert successes > 50 and len(codes) >= 5, (
@@ -492,5 +553,7 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
     exercised = {"witness", "replaced", "vote_weights", "settle_points", "report_equivocation", "StepDecided",
                  "ClientConvicted", "CheckpointUpdated", "report_check", "CheckFailed", "Equivocation",
                  "FailedVerification"}  # fmt: skip
-    assert all(done[name] for name in exercised), f"never exercised: {[n for n in exercised if not done[n]]}"
+    assert all(done[name] for name in exercised), (
+        f"never exercised: {[n for n in exercised if not done[n]]}"
+    )
     assert {"Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states

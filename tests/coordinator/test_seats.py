@@ -55,7 +55,9 @@ def test_every_trainer_is_equally_likely_in_every_position():
     seeds, trainers = 8000, 4
     counts = [[0] * trainers for _ in range(trainers)]
     for seed in range(seeds):
-        for position, index in enumerate(witness_order(seed * 0x9E3779B97F4A7C15 % 2**64, bitmap(range(trainers)))):
+        for position, index in enumerate(
+            witness_order(seed * 0x9E3779B97F4A7C15 % 2**64, bitmap(range(trainers)))
+        ):
             counts[position][index] += 1
     assert all(abs(c / seeds - 1 / trainers) < 0.02 for row in counts for c in row), counts
 
@@ -110,9 +112,15 @@ def test_a_seated_witness_dropped_mid_round_leaves_its_seat_empty(chain, core):
     state = chain.state(run)
     order = witness_order(state["next_seed"], state["next_mask"])  # round 2's
     unseen = order[0]
-    play_round(chain, core, run, members, participants=bitmap(i for i in range(CLIENTS) if i != unseen))
+    play_round(
+        chain, core, run, members, participants=bitmap(i for i in range(CLIENTS) if i != unseen)
+    )
     assert order_now(chain, run) == order
-    check = {"step": chain.state(run)["progress"]["step"] - 2, "count": 1, "indices": [unseen] + [0] * 31}
+    check = {
+        "step": chain.state(run)["progress"]["step"] - 2,
+        "count": 1,
+        "indices": [unseen] + [0] * 31,
+    }
     chain.call("health_check", members[order[1]], run, check)
     assert chain.state(run)["clients"][unseen]["state"] == "Dropped"
     assert elected(chain, core, run) == {order[0]: 0, order[1]: 1, order[2]: 2}

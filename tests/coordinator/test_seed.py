@@ -52,10 +52,14 @@ def followed(seed: int) -> int:
     return struct.unpack("<Q", digest[:8])[0]
 
 
-def decide(chain, core, run, members, digest: int = 7, participants: bytes = ALL_PARTICIPANTS) -> None:
+def decide(
+    chain, core, run, members, digest: int = 7, participants: bytes = ALL_PARTICIPANTS
+) -> None:
     """A strict majority of the seats agrees: the step is decided and the round ends."""
     step = chain.state(run)["progress"]["step"]
-    for index, position in list(elected(chain, core, run).items())[: core.quorum(CONFIG["witness_nodes"])]:
+    for index, position in list(elected(chain, core, run).items())[
+        : core.quorum(CONFIG["witness_nodes"])
+    ]:
         witness = make_witness(index, position, step, participants, digest=digest)
         chain.call("witness", members[index], run, witness)
     assert chain.state(run)["progress"]["step"] == step + 1
@@ -96,11 +100,15 @@ def test_seeds_and_trainers_are_fixed_one_round_ahead(chain, core):
         assert round_["random_seed"] == announced["next_seed"]
         assert round_["active_mask"] == announced["next_mask"]
         # the round after: from the inputs frozen when the round that just ended started
-        assert state["next_seed"] == derived(announced["last_seed"], hash_of_slot(announced["seed_slot"]))
+        assert state["next_seed"] == derived(
+            announced["last_seed"], hash_of_slot(announced["seed_slot"])
+        )
         assert state["next_mask"] == announced["seed_mask"]
         assert state["last_seed"] == state["next_seed"] and state["seed_slot"] == chain.slot
         # the seats of the next round are known now (the order is a pure function of seed and trainers)
-        assert witness_order(round_["random_seed"], round_["active_mask"])[:3] == list(elected(chain, core, run))
+        assert witness_order(round_["random_seed"], round_["active_mask"])[:3] == list(
+            elected(chain, core, run)
+        )
         announced = state
 
 
@@ -144,14 +152,20 @@ def test_a_deciding_witness_grinding_its_record_cannot_pick_a_later_committee(ch
     run, members = epoch(chain)
     snapshot = chain.snapshot(run)
     seeds, records = set(), set()
-    for weights, seen in ((7, ALL_PARTICIPANTS), (8, ALL_PARTICIPANTS), (9, bitmap(range(CLIENTS - 1)))):
+    for weights, seen in (
+        (7, ALL_PARTICIPANTS),
+        (8, ALL_PARTICIPANTS),
+        (9, bitmap(range(CLIENTS - 1))),
+    ):
         chain.restore(run, snapshot)
         chain.next_slot()
         decide(chain, core, run, members, digest=weights, participants=seen)
         state = chain.state(run)
         assert state["run_state"] == "RoundTrain"
         head = (state["epoch"]["rounds_head"] - 1) % len(state["epoch"]["rounds"])
-        records.add(repr(state["witnesses"][head]["records"][: previous_round(state)["witnesses_len"]]))
+        records.add(
+            repr(state["witnesses"][head]["records"][: previous_round(state)["witnesses_len"]])
+        )
         seeds.add(state["next_seed"])
     assert len(records) == 3 and len(seeds) == 1
 
@@ -165,7 +179,9 @@ def test_members_are_frozen_with_the_inputs(chain, core):
     leaver = next(i for i in range(CLIENTS) if i not in seats)
     chain.call("exit_run", members[leaver], run)
     state = chain.state(run)
-    assert state["clients"][leaver]["state"] == "Withdrawn" and state["seed_mask"] == bitmap(range(CLIENTS))
+    assert state["clients"][leaver]["state"] == "Withdrawn" and state["seed_mask"] == bitmap(
+        range(CLIENTS)
+    )
     decide(chain, core, run, members)
     state = chain.state(run)
     assert state["run_state"] == "RoundTrain" and state["next_mask"] == bitmap(range(CLIENTS))
@@ -185,7 +201,11 @@ def test_inputs_freeze_again_when_the_freeze_slot_aged_out_of_slot_hashes(chain,
     assert min(s for s, _ in chain.slot_history) > old_slot
     decide(chain, core, run, members)
     state = chain.state(run)
-    assert state["seed_pending"] and state["seed_slot"] == chain.slot and state["run_state"] == "RoundWitness"
+    assert (
+        state["seed_pending"]
+        and state["seed_slot"] == chain.slot
+        and state["run_state"] == "RoundWitness"
+    )
     assert state["next_seed"] == before["next_seed"]  # nothing derived from the stale hash
     chain.next_slot()
     chain.call("tick", members[0], run)

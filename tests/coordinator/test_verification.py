@@ -31,7 +31,9 @@ CONFIG = make_config(CLIENTS, verification_percent=100, epoch_time=600)
 SHORT = make_config(CLIENTS, verification_percent=100, epoch_time=40)
 
 
-def reference_plan(seed: int, step: int, trainer: int, clients: int, percent: int) -> tuple[int, ...]:
+def reference_plan(
+    seed: int, step: int, trainer: int, clients: int, percent: int
+) -> tuple[int, ...]:
     """The plan written out independently of the C code: sha256(seed_le || step_le || trainer_le ||
     "check"); its first 8 bytes decide the check, the next 8 seed the LCG of a partial Fisher-Yates over
     the epoch's indices without the trainer, drawing from the high bits of each state."""
@@ -44,7 +46,9 @@ def reference_plan(seed: int, step: int, trainer: int, clients: int, percent: in
     state, count = int.from_bytes(digest[8:16], "little"), min(3, len(pool))
     for k in range(count):
         state = (state * LCG_A + LCG_C) % 2**64
-        j = k + state * (len(pool) - k) // 2**64  # the high bits (an LCG's low bits have short periods)
+        j = (
+            k + state * (len(pool) - k) // 2**64
+        )  # the high bits (an LCG's low bits have short periods)
         pool[k], pool[j] = pool[j], pool[k]
     return tuple(pool[:count])
 
@@ -104,14 +108,18 @@ def test_the_plan_is_drawn_by_a_later_seed_and_the_same_on_host_and_chain(chain,
     assert state["progress"]["step"] == step + 2 and lag == 3
     data = chain.run_bytes(run)[8:]
     seed = core.check_seed(data, step)
-    assert seed == state["next_seed"]  # the seed of the round of step + 3, revealed when this round started
+    assert (
+        seed == state["next_seed"]
+    )  # the seed of the round of step + 3, revealed when this round started
     assert core.check_seed(data, step + 1) is None  # its seed (round step + 4's) is not drawn yet
     decoded = Run.decode(run, chain.run_bytes(run), chain.idl)
     assert decoded.check_seed(step) == seed and (step, seed) in decoded.check_seeds
     plans = {t: core.check_plan(data, step, seed, t) for t in range(CLIENTS)}
     for t, verifiers in plans.items():
         assert verifiers == reference_plan(seed, step, t, CLIENTS, 100)
-        assert len(set(verifiers)) == 3 and t not in verifiers and all(v < CLIENTS for v in verifiers)
+        assert (
+            len(set(verifiers)) == 3 and t not in verifiers and all(v < CLIENTS for v in verifiers)
+        )
     # the chain agrees: everyone else, and the trainer itself, is refused as no verifier of the check
     for t, verifiers in plans.items():
         for m in range(CLIENTS):
@@ -146,10 +154,18 @@ def test_one_report_convicts_nobody_a_majority_does(chain, core):
     assert events == [("CheckFailed", {"run": run, "verifier": members[first].pubkey(), "step": step,
                                        "trainer": trainer, "reason": "StateMismatch", "reports": 1})]  # fmt: skip
     after = chain.state(run)
-    assert after["clients"][trainer]["state"] == "Healthy" and after["registry"][entry]["earned"] == earned
+    assert (
+        after["clients"][trainer]["state"] == "Healthy"
+        and after["registry"][entry]["earned"] == earned
+    )
     assert after["epoch"]["members_nonce"] == state["epoch"]["members_nonce"]
-    assert tallies(chain, run) == [{"step": step, "trainer": trainer, "reporters": 1, "opener": first}]
-    for reason in ("StateMismatch", "PayloadMismatch"):  # once per verifier and check, whatever the reason
+    assert tallies(chain, run) == [
+        {"step": step, "trainer": trainer, "reporters": 1, "opener": first}
+    ]
+    for reason in (
+        "StateMismatch",
+        "PayloadMismatch",
+    ):  # once per verifier and check, whatever the reason
         assert refused(chain, run, members[first], step, trainer, reason) == "DuplicateReport"
 
     events = report(chain, run, members[second], step, trainer, "ResultNotDelivered")
@@ -169,10 +185,15 @@ def test_one_report_convicts_nobody_a_majority_does(chain, core):
     # the third verifier's report changes nothing now; the convicted member neither witnesses nor claims
     assert refused(chain, run, members[third], step, trainer) == "NoChange"
     now = after["progress"]["step"]
-    assert chain.fails("witness", members[trainer], run, make_witness(trainer, 0, now)) == "InvalidWitness"
+    assert (
+        chain.fails("witness", members[trainer], run, make_witness(trainer, 0, now))
+        == "InvalidWitness"
+    )
     assert chain.fails("claim_points", members[trainer], run) == "NoChange"
     # nor does it verify any more
-    others = [t for t in range(CLIENTS) if t != trainer and trainer in plan(chain, core, run, step, t)]
+    others = [
+        t for t in range(CLIENTS) if t != trainer and trainer in plan(chain, core, run, step, t)
+    ]
     for t in others:
         assert refused(chain, run, members[trainer], step, t) == "NotInEpoch"
 
@@ -207,8 +228,12 @@ def test_refusals(chain, core, checking):
         assert chain.send_fails([ix], [wallet], run).name == "InvalidReason", reason
     ix = Raw.ix(chain, run, wallet, step, trainer, 1, pad=1)
     assert chain.send_fails([ix], [wallet], run).name == "NonCanonical"
-    chain.send([Raw.ix(chain, run, wallet, step, trainer, 4)], [wallet])  # ResultNotDelivered: the last one
-    assert tallies(chain, run) == [{"step": step, "trainer": trainer, "reporters": 1, "opener": verifier}]
+    chain.send(
+        [Raw.ix(chain, run, wallet, step, trainer, 4)], [wallet]
+    )  # ResultNotDelivered: the last one
+    assert tallies(chain, run) == [
+        {"step": step, "trainer": trainer, "reporters": 1, "opener": verifier}
+    ]
 
 
 def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
@@ -228,7 +253,9 @@ def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
     report(chain, run, members[a], step, 1)
     rounds(chain, core, run, members, 1)
     assert core.check_seed(chain.run_bytes(run)[8:], step) is None
-    assert refused(chain, run, members[b], step, 1) == "CheckExpired"  # the open tally can no longer close
+    assert (
+        refused(chain, run, members[b], step, 1) == "CheckExpired"
+    )  # the open tally can no longer close
     assert refused(chain, run, members[c], step, 2) == "CheckExpired"
     assert chain.state(run)["clients"][1]["state"] == "Healthy"
     # Cooldown still takes reports of the epoch; WaitingForMembers and the next epoch do not
@@ -248,12 +275,19 @@ def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
     start_epoch(chain, run, wallets, CONFIG)
     state = chain.state(run)
     new_start = state["epoch"]["start_step"]
-    assert tallies(chain, run) == []  # cleared with the window, which now holds this epoch's two first seeds
-    assert sorted(e["step"] for e in state["check_seeds"] if e["step"]) == [new_start, new_start + 1]
+    assert (
+        tallies(chain, run) == []
+    )  # cleared with the window, which now holds this epoch's two first seeds
+    assert sorted(e["step"] for e in state["check_seeds"] if e["step"]) == [
+        new_start,
+        new_start + 1,
+    ]
     members = by_index(chain, run, wallets)
     rounds(chain, core, run, members, 2)
     other = 3 if verifier != 3 else 2  # a trainer other than the reporter (never its own verifier)
-    assert refused(chain, run, members[verifier], late, other) == "CheckExpired"  # a step of the last epoch
+    assert (
+        refused(chain, run, members[verifier], late, other) == "CheckExpired"
+    )  # a step of the last epoch
 
 
 def test_nothing_is_checked_at_zero_percent(chain, core):
@@ -269,7 +303,11 @@ def test_nothing_is_checked_at_zero_percent(chain, core):
         seed = core.check_seed(data, step)
         assert seed is not None
         for t in range(CLIENTS):
-            assert core.check_plan(data, step, seed, t) == () == reference_plan(seed, step, t, CLIENTS, 0)
+            assert (
+                core.check_plan(data, step, seed, t)
+                == ()
+                == reference_plan(seed, step, t, CLIENTS, 0)
+            )
             assert refused(chain, run, members[(t + 1) % CLIENTS], step, t) == "NotChecked"
 
 
@@ -283,7 +321,9 @@ def test_three_members_need_both_verifiers(chain, core):
     step = chain.state(run)["epoch"]["start_step"]
     verifiers = plan(chain, core, run, step, 0)
     assert sorted(verifiers) == [1, 2]
-    assert [name for name, _ in report(chain, run, members[verifiers[0]], step, 0)] == ["CheckFailed"]
+    assert [name for name, _ in report(chain, run, members[verifiers[0]], step, 0)] == [
+        "CheckFailed"
+    ]
     assert chain.state(run)["clients"][0]["state"] == "Healthy"
     assert [name for name, _ in report(chain, run, members[verifiers[1]], step, 0, "StateNotDelivered")] == [
         "CheckFailed", "ClientConvicted"]  # fmt: skip
@@ -312,7 +352,9 @@ def test_a_flooding_verifier_evicts_only_its_own_tallies(chain, core):
     assert len(table) == slots
     assert [t for t in table if t["opener"] != liar] == [
         {"step": target[0], "trainer": target[1], "reporters": 1, "opener": honest[0]}]  # fmt: skip
-    assert all(c["state"] == "Healthy" for c in chain.state(run)["clients"][:CLIENTS])  # a minority each
+    assert all(
+        c["state"] == "Healthy" for c in chain.state(run)["clients"][:CLIENTS]
+    )  # a minority each
     events = report(chain, run, members[honest[1]], *target)
     assert [name for name, _ in events] == ["CheckFailed", "ClientConvicted"]
 
@@ -326,7 +368,10 @@ def test_the_share_checked_follows_verification_percent(core):
         host = HostRun(core, clients=CLIENTS, verification_percent=percent)
         host.to_warmup()
         data = bytes(host.state)
-        draws = [(rng.getrandbits(64), rng.randrange(1, 2**32), rng.randrange(CLIENTS)) for _ in range(3000)]
+        draws = [
+            (rng.getrandbits(64), rng.randrange(1, 2**32), rng.randrange(CLIENTS))
+            for _ in range(3000)
+        ]
         plans = [core.check_plan(data, step, seed, t) for seed, step, t in draws]
         assert plans == [reference_plan(seed, step, t, CLIENTS, percent) for seed, step, t in draws]
         checked = [p for p in plans if p]
@@ -335,4 +380,6 @@ def test_the_share_checked_follows_verification_percent(core):
         assert all(abs(drawn.count(m) / len(drawn) - 1 / CLIENTS) < 0.03 for m in range(CLIENTS))
     pair = HostRun(core, clients=2, verification_percent=100)
     pair.to_warmup()
-    assert all(core.check_plan(bytes(pair.state), 1, seed, t) == () for seed in range(50) for t in (0, 1))
+    assert all(
+        core.check_plan(bytes(pair.state), 1, seed, t) == () for seed in range(50) for t in (0, 1)
+    )

@@ -37,7 +37,11 @@ def finished(chain, core):
 
 
 def vote(chain, run, members, index: int, name: str, **fields):
-    args = {"index": index, "step": chain.state(run)["progress"]["step"], "manifest": manifest(name)} | fields
+    args = {
+        "index": index,
+        "step": chain.state(run)["progress"]["step"],
+        "manifest": manifest(name),
+    } | fields
     return chain.call("vote_weights", members[index], run, args)
 
 
@@ -67,7 +71,12 @@ def test_a_majority_of_the_healthy_finishers_sets_the_weights(chain, finished):
     # a vote joining the majority changes nothing more (no event); the same vote again is refused
     result = vote(chain, run, members, 1, "a")
     assert chain.idl.events_in_logs(list(result.logs()), chain.program_id) == []
-    assert chain.fails("vote_weights", members[1], run, {"index": 1, "step": step, "manifest": manifest("a")}) == "NoChange"
+    assert (
+        chain.fails(
+            "vote_weights", members[1], run, {"index": 1, "step": step, "manifest": manifest("a")}
+        )
+        == "NoChange"
+    )
 
 
 def test_a_vote_must_be_a_finishers_own_for_the_last_step(chain, finished):
@@ -75,7 +84,10 @@ def test_a_vote_must_be_a_finishers_own_for_the_last_step(chain, finished):
     step = chain.state(run)["progress"]["step"]
     good = {"index": 0, "step": step, "manifest": manifest("a")}
     assert chain.fails("vote_weights", members[0], run, good | {"step": step - 1}) == "WrongStep"
-    assert chain.fails("vote_weights", members[0], run, good | {"manifest": bytes(32)}) == "InvalidCheckpoint"
+    assert (
+        chain.fails("vote_weights", members[0], run, good | {"manifest": bytes(32)})
+        == "InvalidCheckpoint"
+    )
     assert chain.fails("vote_weights", members[0], run, good | {"_pad": 1}) == "NonCanonical"
     assert chain.fails("vote_weights", members[1], run, good) == "NotInEpoch"  # another's index
     assert chain.fails("vote_weights", chain.wallet(), run, good) == "NotInEpoch"
@@ -121,7 +133,12 @@ def test_checkpointers_cannot_change_the_voted_weights(chain, finished):
     vote(chain, run, members, 1, "a")
     voted = checkpoint(chain, run)
     keeper = chain.wallet()
-    chain.call("set_checkpointers", authority, run, {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7})
+    chain.call(
+        "set_checkpointers",
+        authority,
+        run,
+        {"checkpointers": [keeper.pubkey()] + [Pubkey.default()] * 7},
+    )
     pointer = {"kind": "Hub", "step": 999, "repo": b"mallory/other-weights", "revision": b"v2",
                "weights_sha256": manifest("mallory")}  # fmt: skip
     chain.call("checkpoint", keeper, run, {"checkpoint": pointer})

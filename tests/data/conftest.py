@@ -27,7 +27,9 @@ class Server:
     """A child process that prints its address on its first line; stopped by pid."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         line = self.proc.stdout.readline().strip()
         if not line:
             self.stop()

@@ -1,6 +1,6 @@
 """A static file server with range requests (aiohttp), for HTTP provider tests.
 
-    python static_server.py ROOT   → prints "http://127.0.0.1:PORT" and serves ROOT until killed
+python static_server.py ROOT   → prints "http://127.0.0.1:PORT" and serves ROOT until killed
 """
 
 import asyncio

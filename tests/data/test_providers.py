@@ -55,8 +55,10 @@ def test_local_http_and_tcp_give_identical_tokens(kjv_dir, http_url, tcp_locatio
                 assert torch.equal(provider.sequences(batch), expected), name
             assert provider.num_sequences == builtin.num_sequences
         for split in ("validation",):
-            got = [open_data_location(loc, 32, split=split, seed=3).sequences(BatchId(3, 9))
-                   for loc in ("kjv", str(kjv_dir), http_url, tcp_location)]
+            got = [
+                open_data_location(loc, 32, split=split, seed=3).sequences(BatchId(3, 9))
+                for loc in ("kjv", str(kjv_dir), http_url, tcp_location)
+            ]
             assert all(torch.equal(g, got[0]) for g in got)
     finally:
         for provider in providers.values():
@@ -74,8 +76,13 @@ def test_http_pins_the_manifest_hash(kjv_dir, http_url):
 
 def test_http_server_dying_mid_run_is_retried_then_a_clear_error(kjv_dir, start_server):
     server = start_server([sys.executable, str(HERE / "static_server.py"), str(kjv_dir.parent)])
-    source = HttpShards(f"{server.first_line}/{kjv_dir.name}", timeout=2.0, attempts=3,
-                        backoff=0.05, cache_bytes=2 << 20)
+    source = HttpShards(
+        f"{server.first_line}/{kjv_dir.name}",
+        timeout=2.0,
+        attempts=3,
+        backoff=0.05,
+        cache_bytes=2 << 20,
+    )
     provider = TokenSequences(source, 64)
     provider.sequences(BatchId(0, 4))
     server.stop()
@@ -128,7 +135,9 @@ def test_tcp_server_answers_malformed_requests_with_errors_and_keeps_serving(tcp
         status, message = tcp_exchange(sock, b"x" * 5000 + b"\n")
         assert status == 1 and b"longer than" in message
     provider = open_data_location(tcp_location, 16)
-    assert torch.equal(provider.sequences(BatchId(0, 2)), open_data_location("kjv", 16).sequences(BatchId(0, 2)))
+    assert torch.equal(
+        provider.sequences(BatchId(0, 2)), open_data_location("kjv", 16).sequences(BatchId(0, 2))
+    )
     with pytest.raises(DataError, match="data server"):
         provider.sequences(BatchId(0, 10**7))
     provider.close()

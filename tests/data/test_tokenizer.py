@@ -56,12 +56,18 @@ def test_vocab_mismatch_with_the_run_is_refused(bpe, tmp_path):
     text = tmp_path / "psalm.txt"
     text.write_text(kjv_text()[:200_000])
     prepared = prepare(text, bpe, tmp_path / "prepared", shard_tokens=10_000)
-    assert prepared.shards > 1 and prepared.manifest_hash == directory_manifest(prepared.path).hash()
-    provider = open_data_location(str(prepared.path), 32, vocab_size=1024, expected_hash=prepared.manifest_hash)
+    assert (
+        prepared.shards > 1 and prepared.manifest_hash == directory_manifest(prepared.path).hash()
+    )
+    provider = open_data_location(
+        str(prepared.path), 32, vocab_size=1024, expected_hash=prepared.manifest_hash
+    )
     tokens = provider.sequences(BatchId(0, 4))
     assert tokens.max() < 1024 and tokens.shape == (4, 32)
     assert torch.equal(torch.from_numpy(bpe.encode(bpe.decode(tokens[0]))), tokens[0])
-    with pytest.raises(VocabMismatch, match="1024-token vocabulary, but the run's vocab_size is 256"):
+    with pytest.raises(
+        VocabMismatch, match="1024-token vocabulary, but the run's vocab_size is 256"
+    ):
         open_data_location(str(prepared.path), 32, vocab_size=256)
     with pytest.raises(ValueError, match="fewer than vocab_size"):
         train_bpe(["tiny text"], 4096)
@@ -71,21 +77,48 @@ def test_vocab_mismatch_with_the_run_is_refused(bpe, tmp_path):
 
 def test_cli_trains_prepares_and_refuses(tmp_path):
     tok = tmp_path / "tok.json"
-    run = subprocess.run([COHORT, "data", "train-tokenizer", "pydoc", "--vocab-size", "512", "--out", str(tok)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [COHORT, "data", "train-tokenizer", "pydoc", "--vocab-size", "512", "--out", str(tok)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert load_tokenizer(tok).vocab_size == 512
     out = tmp_path / "prepared"
-    run = subprocess.run([COHORT, "data", "prepare", "pydoc", "--tokenizer", str(tok), "--out", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [COHORT, "data", "prepare", "pydoc", "--tokenizer", str(tok), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     assert f"manifest hash {directory_manifest(out).hash().hex()}" in run.stdout
     assert "tokenizing" in run.stderr  # the progress bar
-    again = subprocess.run([COHORT, "data", "prepare", "pydoc", "--out", str(out)],
-                           capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [COHORT, "data", "prepare", "pydoc", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 1 and "exists" in again.stderr and again.stderr.count("\n") == 1
-    wrong = subprocess.run([COHORT, "data", "prepare", "pydoc", "--tokenizer", str(tok), "--vocab-size",
-                            "256", "--out", str(tmp_path / "o2")], capture_output=True, text=True, timeout=300)
+    wrong = subprocess.run(
+        [
+            COHORT,
+            "data",
+            "prepare",
+            "pydoc",
+            "--tokenizer",
+            str(tok),
+            "--vocab-size",
+            "256",
+            "--out",
+            str(tmp_path / "o2"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert wrong.returncode == 1 and "vocab_size is 256" in wrong.stderr
 
 

@@ -29,7 +29,9 @@ def grads_of(model: torch.nn.Module, step: int) -> list[torch.Tensor]:
 def main() -> None:
     folder, rank, world, port, steps = Path(sys.argv[1]), *map(int, sys.argv[2:])
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     try:
         full = build_model(llama_config("tiny"), seed=0)
         names = [n for n, _ in full.named_parameters()]
@@ -37,7 +39,8 @@ def main() -> None:
         plans = [plan_shard(probe.layout, r, world) for r in range(world)]
         plan = plans[rank]
         local = [
-            torch.nn.Parameter(plan.local_tensor(i, p.detach()).clone()) for i, p in enumerate(full.parameters())
+            torch.nn.Parameter(plan.local_tensor(i, p.detach()).clone())
+            for i, p in enumerate(full.parameters())
         ]
 
         def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
@@ -58,7 +61,10 @@ def main() -> None:
                 (folder / f"member-{step}.bin").write_bytes(payload)
             dist.barrier()
             # every rank applies the decided list (the one-process replica's payloads, as a run decides it)
-            decided = [probe.codec.decode((folder / f"{name}-{step}.bin").read_bytes()) for name in ("ref", "other")]
+            decided = [
+                probe.codec.decode((folder / f"{name}-{step}.bin").read_bytes())
+                for name in ("ref", "other")
+            ]
             optimizer.apply(step, local_results(plan, decided))
         gathered = [None] * world
         dist.all_gather_object(gathered, [p.detach() for p in local])

@@ -44,22 +44,34 @@ def _integer_signs(layout, received: list[ReceivedResult]) -> list[list[int]]:
     out = []
     for i, b in enumerate(layout.buckets):
         q = value_bits(len(ordered) * b.topk, b.tile)
-        bases = [[[int(x) for x in row] for row in exact_basis(n, torch.device("cpu")).tolist()] for n in b.tile]
+        bases = [
+            [[int(x) for x in row] for row in exact_basis(n, torch.device("cpu")).tolist()]
+            for n in b.tile
+        ]
         coefficients = [[0] * b.totalk for _ in range(b.num_tiles)]
         for r in ordered:
             values = torch.round(bounded_values(r.result.tiles[i].values).double() * 2**q)
-            for t, (idx, val) in enumerate(zip(r.result.tiles[i].indices.tolist(), values.tolist(), strict=True)):
+            for t, (idx, val) in enumerate(
+                zip(r.result.tiles[i].indices.tolist(), values.tolist(), strict=True)
+            ):
                 for k, v in zip(idx, val, strict=True):
                     coefficients[t][k] += int(v)
         signs = []
         for t in range(b.num_tiles):
             if len(b.tile) == 1:
                 (c,) = bases
-                tile = [sum(coefficients[t][k] * c[k][j] for k in range(b.tile[0])) for j in range(b.tile[0])]
+                tile = [
+                    sum(coefficients[t][k] * c[k][j] for k in range(b.tile[0]))
+                    for j in range(b.tile[0])
+                ]
             else:
                 (n1, n2), (c1, c2) = b.tile, bases
                 tile = [
-                    sum(coefficients[t][a * n2 + bb] * c1[a][x] * c2[bb][y] for a in range(n1) for bb in range(n2))
+                    sum(
+                        coefficients[t][a * n2 + bb] * c1[a][x] * c2[bb][y]
+                        for a in range(n1)
+                        for bb in range(n2)
+                    )
                     for x in range(n1)
                     for y in range(n2)
                 ]
@@ -68,14 +80,22 @@ def _integer_signs(layout, received: list[ReceivedResult]) -> list[list[int]]:
     return out
 
 
-@pytest.mark.parametrize(("quantize", "chunk", "topk"), [(True, 8, 6), (False, 8, 6), (False, 8, 40)])
+@pytest.mark.parametrize(
+    ("quantize", "chunk", "topk"), [(True, 8, 6), (False, 8, 6), (False, 8, 40)]
+)
 def test_signs_are_those_of_integer_arithmetic(quantize, chunk, topk):
-    config = DistroConfig(compression_chunk=chunk, compression_topk=topk, quantize_1bit=quantize, value_dtype="fp32")
+    config = DistroConfig(
+        compression_chunk=chunk, compression_topk=topk, quantize_1bit=quantize, value_dtype="fp32"
+    )
     layout, received = _results(config, 3)
     expected = _integer_signs(layout, received)
-    for b, signs, ints in zip(layout.buckets, aggregate_signs(layout, received), expected, strict=True):
+    for b, signs, ints in zip(
+        layout.buckets, aggregate_signs(layout, received), expected, strict=True
+    ):
         # tiles in the order encode numbers them: (member, band, column block), each row-major
-        tiles = encode(signs, b.tile, "identity") if len(b.tile) == 2 else signs.reshape(-1, b.tile[0])
+        tiles = (
+            encode(signs, b.tile, "identity") if len(b.tile) == 2 else signs.reshape(-1, b.tile[0])
+        )
         assert tiles.to(torch.int64).tolist() == ints
 
 

@@ -29,7 +29,10 @@ def _free_port() -> int:
 
 
 def test_two_ranks_make_one_members_payload_and_weights(tmp_path):
-    model, other = build_model(llama_config("tiny"), seed=0), build_model(llama_config("tiny"), seed=0)
+    model, other = (
+        build_model(llama_config("tiny"), seed=0),
+        build_model(llama_config("tiny"), seed=0),
+    )
     optimizer = DistroOptimizer(model.named_parameters(), worker.CONFIG, worker.LR)
     other_optimizer = DistroOptimizer(other.named_parameters(), worker.CONFIG, worker.LR)
     for step in range(STEPS):  # the one-process replica, and a second trainer for the decided lists
@@ -38,7 +41,9 @@ def test_two_ranks_make_one_members_payload_and_weights(tmp_path):
             for p, g in zip(m.parameters(), worker.grads_of(m, step + shift), strict=True):
                 p.grad = g
         ref = optimizer.codec.encode(optimizer.generate(step, BatchId(step, step + 1)))
-        more = other_optimizer.codec.encode(other_optimizer.generate(step, BatchId(100 + step, 101 + step)))
+        more = other_optimizer.codec.encode(
+            other_optimizer.generate(step, BatchId(100 + step, 101 + step))
+        )
         (tmp_path / f"ref-{step}.bin").write_bytes(ref)
         (tmp_path / f"other-{step}.bin").write_bytes(more)
         decided = [optimizer.codec.decode(p) for p in (ref, more)]
@@ -60,14 +65,20 @@ def test_two_ranks_make_one_members_payload_and_weights(tmp_path):
                 rank.kill()
                 rank.wait()
     for step in range(STEPS):
-        assert (tmp_path / f"member-{step}.bin").read_bytes() == (tmp_path / f"ref-{step}.bin").read_bytes()
+        assert (tmp_path / f"member-{step}.bin").read_bytes() == (
+            tmp_path / f"ref-{step}.bin"
+        ).read_bytes()
     assert (tmp_path / "member.digest").read_text() == parameter_digest(model)
 
 
 def test_a_split_that_would_cut_a_tile_is_refused():
-    layout = plan_layout([("w", (48, 32))], worker.CONFIG)  # 48 rows: tiles of 16; 2 ranks: 24 rows each
+    layout = plan_layout(
+        [("w", (48, 32))], worker.CONFIG
+    )  # 48 rows: tiles of 16; 2 ranks: 24 rows each
     with pytest.raises(ValueError, match="inside a band"):
         plan_shard(layout, 0, 2)
     assert dim0_chunk(10, 3, 4) == (9, 10) and dim0_chunk(2, 3, 4) == (2, 2)
     with pytest.raises(ValueError, match="too few rows"):
-        plan_shard(plan_layout([("v", (2,))], worker.CONFIG), 3, 4)  # rank 3 of 4 holds none of 2 rows
+        plan_shard(
+            plan_layout([("v", (2,))], worker.CONFIG), 3, 4
+        )  # rank 3 of 4 holds none of 2 rows

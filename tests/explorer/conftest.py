@@ -45,7 +45,9 @@ class Chain:
     client: RunClient
     metrics = staticmethod(metrics)
 
-    async def create_run(self, run_id: str, client: RunClient | None = None, **metadata: str) -> RunFile:
+    async def create_run(
+        self, run_id: str, client: RunClient | None = None, **metadata: str
+    ) -> RunFile:
         """A run from the example config with another id (and metadata fields replaced)."""
         run_file = load_run_file(EXAMPLE, self.core)
         run_file = dataclasses.replace(
@@ -60,7 +62,9 @@ class Chain:
             await self.rpc.airdrop(w.pubkey(), 10**9)
         return wallets
 
-    async def play(self, run_id: str, members: list[Keypair], client: RunClient | None = None) -> None:
+    async def play(
+        self, run_id: str, members: list[Keypair], client: RunClient | None = None
+    ) -> None:
         await play_epoch(client or self.client, run_id, members, metadata=metrics)
 
     async def deploy(self, keypair: Path) -> Pubkey:
@@ -78,9 +82,13 @@ class Chain:
         for s in reversed(signatures):
             if s["err"] is not None:
                 continue
-            tx = await self.rpc.raw_request("getTransaction", [s["signature"], {"encoding": "json"}])
+            tx = await self.rpc.raw_request(
+                "getTransaction", [s["signature"], {"encoding": "json"}]
+            )
             logs = tx["meta"]["logMessages"] or []
-            out += [(s["signature"], name) for name, _ in self.core.idl.events_in_logs(logs, program)]
+            out += [
+                (s["signature"], name) for name, _ in self.core.idl.events_in_logs(logs, program)
+            ]
         return out
 
 
@@ -97,7 +105,10 @@ def core(coordinator_elf) -> CoordinatorCore:
 
 @pytest.fixture
 async def chain(tmp_path, core, coordinator_elf) -> AsyncIterator[Chain]:
-    async with Localnet(LocalnetConfig(port=0, cheats=True)) as net, Rpc(net.http_url, idl=core.idl) as rpc:
+    async with (
+        Localnet(LocalnetConfig(port=0, cheats=True)) as net,
+        Rpc(net.http_url, idl=core.idl) as rpc,
+    ):
         authority = Keypair()
         await rpc.airdrop(authority.pubkey(), 1000 * 10**9)
         keypair = tmp_path / "coordinator-keypair.json"

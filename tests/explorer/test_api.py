@@ -83,16 +83,22 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
         clients = (await http.get("/api/runs/shaped/clients")).json()
         assert clients["phase"] == "RoundTrain" and len(clients["clients"]) == 3
         assert {c["role"] for c in clients["clients"]} <= {"witness", "trainer", "-"}
-        assert sum(c["role"] == "witness" for c in clients["clients"]) == 3  # three seats, three clients
+        assert (
+            sum(c["role"] == "witness" for c in clients["clients"]) == 3
+        )  # three seats, three clients
         # two rounds at the median member's share (4 quarters) each
         assert all(c["points"] == 2 * 4 and c["health"] == "Healthy" for c in clients["clients"])
 
         page = (await http.get("/api/runs/shaped/events?limit=5")).json()
         assert len(page["events"]) == 5 and page["next_before"] == page["events"][-1]["id"]
-        older = (await http.get(f"/api/runs/shaped/events?limit=5&before={page['next_before']}")).json()
+        older = (
+            await http.get(f"/api/runs/shaped/events?limit=5&before={page['next_before']}")
+        ).json()
         assert older["events"][0]["id"] < page["events"][-1]["id"]
         joined = (await http.get("/api/runs/shaped/events?name=ClientJoined&limit=100")).json()
-        assert len(joined["events"]) == 6 and all(e["data"]["run"] == run["address"] for e in joined["events"])
+        assert len(joined["events"]) == 6 and all(
+            e["data"]["run"] == run["address"] for e in joined["events"]
+        )
 
 
 async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
@@ -156,7 +162,9 @@ def test_the_command_reports_bad_input_in_one_line(tmp_path):
     (tmp_path / "junk.sqlite").write_text("not a database")
     result = cohort("--db", str(tmp_path / "junk.sqlite"), "--port", "0")
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines() == [f"Error: {tmp_path / 'junk.sqlite'} is not an explorer database (file is not a database)"]
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {tmp_path / 'junk.sqlite'} is not an explorer database (file is not a database)"
+    ]
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -166,4 +174,7 @@ def test_the_command_reports_bad_input_in_one_line(tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"Error: cannot listen on 127.0.0.1:{port}")
     result = cohort("--also-program", "not-a-key", "--db", str(tmp_path / "ok.sqlite"))
-    assert result.returncode == 1 and result.stderr.strip() == "Error: program id 'not-a-key' is not a base58 address"
+    assert (
+        result.returncode == 1
+        and result.stderr.strip() == "Error: program id 'not-a-key' is not a base58 address"
+    )

@@ -26,7 +26,9 @@ def _browser_or_skip():
     try:
         from playwright.async_api import async_playwright
     except ImportError as e:  # pragma: no cover - the test extra installs it
-        pytest.skip(f"!!! BROWSER TEST SKIPPED: playwright is not installed ({e}); run scripts/setup.sh")
+        pytest.skip(
+            f"!!! BROWSER TEST SKIPPED: playwright is not installed ({e}); run scripts/setup.sh"
+        )
     if not Path(CHROMIUM).exists():
         pytest.skip("!!! BROWSER TEST SKIPPED: no chromium at /usr/bin/chromium; scripts/setup.sh "
                     "installs Debian's chromium (apt-get install chromium)")  # fmt: skip
@@ -47,7 +49,9 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
     await chain.create_run("hostile", name=XSS_NAME, description=XSS_DESCRIPTION)
     members = await chain.members()
     await chain.play("watched", members)
-    run = await start_epoch(chain.client, "watched", members)  # epoch 1, first round: clients listed
+    run = await start_epoch(
+        chain.client, "watched", members
+    )  # epoch 1, first round: clients listed
 
     async with (
         Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
@@ -59,10 +63,14 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
         try:
             # bypass_csp: the payloads must stay inert through escaping alone, without the server's CSP
             # (whose header test_api checks); it also lets playwright evaluate its wait predicates
-            context = await browser.new_context(viewport={"width": 1280, "height": 1000}, bypass_csp=True)
+            context = await browser.new_context(
+                viewport={"width": 1280, "height": 1000}, bypass_csp=True
+            )
             page = await context.new_page()
             dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), asyncio.ensure_future(d.dismiss())))
+            page.on(
+                "dialog", lambda d: (dialogs.append(d.message), asyncio.ensure_future(d.dismiss()))
+            )
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
 

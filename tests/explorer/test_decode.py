@@ -34,7 +34,9 @@ OTHER = str(Pubkey.new_unique())
 
 
 def run_updated(run: Pubkey, what: int = 1) -> str:
-    payload = hashlib.sha256(b"event:RunUpdated").digest()[:8] + bytes(run) + struct.pack("<B", what)
+    payload = (
+        hashlib.sha256(b"event:RunUpdated").digest()[:8] + bytes(run) + struct.pack("<B", what)
+    )
     fields = {f["name"] for f in IDL.types["RunUpdated"]["fields"]}
     assert fields >= {"run", "what"}
     payload += bytes(IDL.size_of({"defined": {"name": "RunUpdated"}}) + 8 - len(payload))
@@ -59,7 +61,10 @@ def test_only_the_programs_own_data_lines_are_events():
         f"Program {OTHER} success",
     ]
     events = IDL.events_in_logs(logs, PROGRAM)
-    assert [(name, value["what"]) for name, value in events] == [("RunUpdated", 1), ("RunUpdated", 3)]
+    assert [(name, value["what"]) for name, value in events] == [
+        ("RunUpdated", 1),
+        ("RunUpdated", 3),
+    ]
 
 
 def _get_transaction_result(err: object, logs: list[str], run: Pubkey, name: str = "tick",
@@ -69,7 +74,9 @@ def _get_transaction_result(err: object, logs: list[str], run: Pubkey, name: str
                          program_id=Pubkey.from_string(PROGRAM))  # fmt: skip
     extra = Instruction(Pubkey.from_string(OTHER), b"\x01", [AccountMeta(run, False, True)])
     blockhash = Hash.new_unique()
-    tx = Transaction([payer], Message.new_with_blockhash([ix, extra], payer.pubkey(), blockhash), blockhash)
+    tx = Transaction(
+        [payer], Message.new_with_blockhash([ix, extra], payer.pubkey(), blockhash), blockhash
+    )
     result = {"slot": 42, "blockTime": 1_700_000_000,
               "transaction": [base64.b64encode(bytes(tx)).decode(), "base64"],
               "meta": {"err": err, "logMessages": logs}}  # fmt: skip
@@ -91,7 +98,14 @@ def test_failed_checks_and_the_conviction_they_lead_to_are_readable(tmp_path):
     """A report_check that reaches its check's majority: CheckFailed, then ClientConvicted with the new
     reason and the checked step, stored and served as readable JSON (names, base58 keys, plain numbers)."""
     run, verifier, trainer = Pubkey.new_unique(), Pubkey.new_unique(), Pubkey.new_unique()
-    failed = {"run": run, "verifier": verifier, "step": 12, "trainer": 2, "reason": "StateMismatch", "reports": 2}
+    failed = {
+        "run": run,
+        "verifier": verifier,
+        "step": 12,
+        "trainer": 2,
+        "reason": "StateMismatch",
+        "reports": 2,
+    }
     convicted = {"run": run, "signer": trainer, "index": 2, "reason": "FailedVerification", "_pad": 0, "step": 12,
                  "forfeited": 40}  # fmt: skip
     logs = [f"Program {PROGRAM} invoke [1]",
@@ -109,8 +123,9 @@ def test_failed_checks_and_the_conviction_they_lead_to_are_readable(tmp_path):
         ("ClientConvicted", {"run": str(run), "signer": str(trainer), "index": 2, "reason": "FailedVerification",
                              "step": 12, "forfeited": 40}),
     ]  # fmt: skip
-    assert CheckFailed.decode(IDL.decode_event(event_bytes(IDL, "CheckFailed", failed))[1]) == CheckFailed(
-        run, verifier, 12, 2, CheckFailure.StateMismatch, 2)
+    assert CheckFailed.decode(
+        IDL.decode_event(event_bytes(IDL, "CheckFailed", failed))[1]
+    ) == CheckFailed(run, verifier, 12, 2, CheckFailure.StateMismatch, 2)
     store = Store(tmp_path / "x.sqlite")
     store.add_transaction(PROGRAM, tx)
     stored = [(r["name"], json.loads(r["data"])) for r in store.events(str(run))]
@@ -119,14 +134,24 @@ def test_failed_checks_and_the_conviction_they_lead_to_are_readable(tmp_path):
 
 def test_a_failed_transaction_keeps_its_instructions_but_has_no_events():
     run = Pubkey.new_unique()
-    logs = [f"Program {PROGRAM} invoke [1]", run_updated(run), f"Program {PROGRAM} failed: custom program error: 0x1770"]
-    signature, result = _get_transaction_result({"InstructionError": [0, {"Custom": 6000}]}, logs, run)
+    logs = [
+        f"Program {PROGRAM} invoke [1]",
+        run_updated(run),
+        f"Program {PROGRAM} failed: custom program error: 0x1770",
+    ]
+    signature, result = _get_transaction_result(
+        {"InstructionError": [0, {"Custom": 6000}]}, logs, run
+    )
     tx = decode_transaction(IDL, PROGRAM, signature, result)
     assert tx.err and tx.events == () and [i.name for i in tx.instructions] == ["tick"]
 
 
 def test_malformed_answers_are_one_value_error():
-    for bad in ({}, {"slot": 1, "transaction": ["!!", "base64"]}, {"slot": 1, "transaction": ["", "json"]}):
+    for bad in (
+        {},
+        {"slot": 1, "transaction": ["!!", "base64"]},
+        {"slot": 1, "transaction": ["", "json"]},
+    ):
         try:
             decode_transaction(IDL, PROGRAM, "sig", bad)
         except ValueError as e:
@@ -142,7 +167,12 @@ def test_decoded_values_become_json():
     assert jsonable(value) == {"run": str(key), "name": "hello", "weights_sha256": "ab" * 32,
                                "blob": "fffe", "seed": str(2**63), "n": 5, "nested": [{"x": "a"}]}  # fmt: skip
     # digests are hex even when their bytes happen to be printable
-    digests = {"results_root": b"ab" * 16, "manifest": b"cd" * 16, "commitment": b"ef" * 16, "weights_vote": b"gh" * 16}
+    digests = {
+        "results_root": b"ab" * 16,
+        "manifest": b"cd" * 16,
+        "commitment": b"ef" * 16,
+        "weights_vote": b"gh" * 16,
+    }
     assert jsonable(digests) == {k: v.hex() for k, v in digests.items()}
 
 
@@ -158,11 +188,16 @@ def test_only_http_urls_become_links():
 def test_solana_explorer_clusters():
     assert cluster_query("https://api.devnet.solana.com") == "?cluster=devnet"
     assert cluster_query("https://api.mainnet-beta.solana.com") == ""
-    assert cluster_query("http://127.0.0.1:8899") == "?cluster=custom&customUrl=http%3A%2F%2F127.0.0.1%3A8899"
+    assert (
+        cluster_query("http://127.0.0.1:8899")
+        == "?cluster=custom&customUrl=http%3A%2F%2F127.0.0.1%3A8899"
+    )
 
 
 def test_checkpoint_links():
-    assert checkpoint_url("Hub", "cohort/llama-20m", "") == "https://huggingface.co/cohort/llama-20m"
+    assert (
+        checkpoint_url("Hub", "cohort/llama-20m", "") == "https://huggingface.co/cohort/llama-20m"
+    )
     assert checkpoint_url("Hub", "a/b", "v1") == "https://huggingface.co/a/b/tree/v1"
     assert checkpoint_url("Gcs", "https://storage.example/x", "") == "https://storage.example/x"
     for bad in ("../../x", "/etc", "javascript:alert(1)", "a b", "<script>"):
@@ -186,10 +221,15 @@ def test_a_replaced_witness_record_is_one_witness_of_its_step(tmp_path):
 
     def witnessed(signature: str, index: int, loss: float) -> DecodedTransaction:
         data = {"run": run, "signer": "w", "step": 7, "index": index, "metadata": {"loss": loss}}
-        return DecodedTransaction(signature, 1, None, None, (), (DecodedEvent(0, "WitnessSubmitted", run, data),))
+        return DecodedTransaction(
+            signature, 1, None, None, (), (DecodedEvent(0, "WitnessSubmitted", run, data),)
+        )
 
     store = Store(tmp_path / "x.sqlite")
     for signature, index, loss in (("a", 0, 3.0), ("b", 1, 2.0), ("c", 0, 1.0)):
         store.add_transaction(PROGRAM, witnessed(signature, index, loss))
-    assert [(r["client_index"], r["loss"]) for r in store.recent_rounds(run)] == [(1, 2.0), (0, 1.0)]
+    assert [(r["client_index"], r["loss"]) for r in store.recent_rounds(run)] == [
+        (1, 2.0),
+        (0, 1.0),
+    ]
     store.close()

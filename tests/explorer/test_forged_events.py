@@ -73,9 +73,15 @@ async def test_forged_events_change_no_endpoint_and_are_not_indexed(chain, tmp_p
 
     stored = {}
     for wallet in (member, *strangers):
-        record = idl.decode_account("Endpoint", await chain.rpc.account_data(client.endpoint_address(run, wallet.pubkey())))
+        record = idl.decode_account(
+            "Endpoint", await chain.rpc.account_data(client.endpoint_address(run, wallet.pubkey()))
+        )
         stored[record["p2p_identity"]] = decode_endpoint(record["endpoint"])
-    assert stored == {member_node.pubkey(): REAL, nodes[0].pubkey(): STRANGERS[0], nodes[1].pubkey(): STRANGERS[1]}
+    assert stored == {
+        member_node.pubkey(): REAL,
+        nodes[0].pubkey(): STRANGERS[0],
+        nodes[1].pubkey(): STRANGERS[1],
+    }
 
     store = Store(tmp_path / "explorer.sqlite")
     try:

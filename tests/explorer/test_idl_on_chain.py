@@ -26,7 +26,9 @@ from cohort.sdk.explorer.indexer import Indexer
 from cohort.sdk.explorer.store import Store
 from cohort.sdk.wallet import save_keypair
 
-NPM_DIR = Path(__file__).resolve().parents[2] / "build" / "npm-anchor"  # untracked, reused between runs
+NPM_DIR = (
+    Path(__file__).resolve().parents[2] / "build" / "npm-anchor"
+)  # untracked, reused between runs
 ANCHOR_PACKAGES = ("@coral-xyz/anchor@0.32.1", "@solana/web3.js@1.98.4")
 CU_LIMIT = 200_000
 
@@ -40,7 +42,11 @@ async def test_publish_then_fetch_returns_the_idl(chain):
     idl = chain.core.idl.raw
     assert await idl_account.fetch(chain.rpc, chain.program_id) is None
     done = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, idl)
-    assert not done.unchanged and done.writes >= 1 and done.address == idl_account.idl_address(chain.program_id)
+    assert (
+        not done.unchanged
+        and done.writes >= 1
+        and done.address == idl_account.idl_address(chain.program_id)
+    )
     found = await idl_account.fetch(chain.rpc, chain.program_id)
     assert found.authority == chain.authority.pubkey()
     assert found.idl() == dict(idl, address=str(chain.program_id))
@@ -49,13 +55,22 @@ async def test_publish_then_fetch_returns_the_idl(chain):
     changed = dict(idl, metadata=dict(idl["metadata"], description="a newer IDL"))
     replaced = await idl_account.publish(chain.rpc, chain.authority, chain.program_id, changed)
     assert replaced.replaced
-    assert (await idl_account.fetch(chain.rpc, chain.program_id)).idl()["metadata"]["description"] == "a newer IDL"
+    assert (await idl_account.fetch(chain.rpc, chain.program_id)).idl()["metadata"][
+        "description"
+    ] == "a newer IDL"
 
 
 async def test_cohort_idl_publish_and_fetch_commands(chain, tmp_path):
     wallet = tmp_path / "authority.json"
     save_keypair(chain.authority, wallet)
-    flags = ["--cluster", chain.net.http_url, "--program-id", str(chain.program_id), "--wallet", str(wallet)]
+    flags = [
+        "--cluster",
+        chain.net.http_url,
+        "--program-id",
+        str(chain.program_id),
+        "--wallet",
+        str(wallet),
+    ]
 
     async def cohort(*args: str) -> tuple[int, str]:
         process = await asyncio.create_subprocess_exec(
@@ -66,18 +81,26 @@ async def test_cohort_idl_publish_and_fetch_commands(chain, tmp_path):
         return process.returncode, out.decode()
 
     code, out = await cohort("idl", "fetch", *flags)
-    assert code == 1 and out.strip() == f"Error: no IDL is published for {chain.program_id} (run `cohort idl publish`)"
+    assert (
+        code == 1
+        and out.strip()
+        == f"Error: no IDL is published for {chain.program_id} (run `cohort idl publish`)"
+    )
     code, out = await cohort("idl", "publish", *flags)
     assert code == 0 and "published the IDL" in out, out
     code, out = await cohort("idl", "publish", *flags, "--json")
     assert code == 0 and json.loads(out)["unchanged"] is True, out
     code, out = await cohort("idl", "fetch", *flags, "--out", str(tmp_path / "idl.json"))
     assert code == 0, out
-    assert json.loads((tmp_path / "idl.json").read_text()) == dict(chain.core.idl.raw, address=str(chain.program_id))
+    assert json.loads((tmp_path / "idl.json").read_text()) == dict(
+        chain.core.idl.raw, address=str(chain.program_id)
+    )
     store = Store(tmp_path / "x.sqlite")
     await Indexer(store, chain.rpc, [chain.program_id], core=chain.core).catch_up()
     names = {n for (n,) in store.db.execute("SELECT instructions FROM transactions")}
-    assert any("anchor_idl:create" in n for n in names) and any("anchor_idl:write" in n for n in names)
+    assert any("anchor_idl:create" in n for n in names) and any(
+        "anchor_idl:write" in n for n in names
+    )
     store.close()
 
 
@@ -93,29 +116,62 @@ async def test_the_program_checks_who_creates_and_writes(chain):
         return e.value.name
 
     # only the program's upgrade authority may create the IDL account (Anchor lets anyone be first)
-    assert await refused(idl_account.create_instruction(stranger.pubkey(), program, size), stranger) == "Unauthorized"
+    assert (
+        await refused(idl_account.create_instruction(stranger.pubkey(), program, size), stranger)
+        == "Unauthorized"
+    )
     # at the derived address only
     wrong = idl_account.create_instruction(chain.authority.pubkey(), program, size)
-    wrong.accounts = [*wrong.accounts[:1], type(wrong.accounts[1])(Keypair().pubkey(), False, True), *wrong.accounts[2:]]
+    wrong.accounts = [
+        *wrong.accounts[:1],
+        type(wrong.accounts[1])(Keypair().pubkey(), False, True),
+        *wrong.accounts[2:],
+    ]
     assert await refused(wrong, chain.authority) == "WrongPda"
     # no bigger than one creation can allocate
     too_big = idl_account.create_instruction(chain.authority.pubkey(), program, 20_000)
     assert await refused(too_big, chain.authority) == "InvalidInstructionData"
 
-    created = await chain.rpc.send([idl_account.create_instruction(chain.authority.pubkey(), program, size)], chain.authority)
+    created = await chain.rpc.send(
+        [idl_account.create_instruction(chain.authority.pubkey(), program, size)], chain.authority
+    )
     assert await compute_units(chain, created) < CU_LIMIT
-    assert await refused(idl_account.create_instruction(chain.authority.pubkey(), program, size), chain.authority) == "AlreadyInitialized"
+    assert (
+        await refused(
+            idl_account.create_instruction(chain.authority.pubkey(), program, size), chain.authority
+        )
+        == "AlreadyInitialized"
+    )
     # writes: by the authority, within the account
-    assert await refused(idl_account.write_instruction(stranger.pubkey(), program, b"x"), stranger) == "Unauthorized"
-    wrote = await chain.rpc.send([idl_account.write_instruction(chain.authority.pubkey(), program, b"a" * 60)], chain.authority)
+    assert (
+        await refused(idl_account.write_instruction(stranger.pubkey(), program, b"x"), stranger)
+        == "Unauthorized"
+    )
+    wrote = await chain.rpc.send(
+        [idl_account.write_instruction(chain.authority.pubkey(), program, b"a" * 60)],
+        chain.authority,
+    )
     assert await compute_units(chain, wrote) < CU_LIMIT
-    assert await refused(idl_account.write_instruction(chain.authority.pubkey(), program, b"b" * 41), chain.authority) == "WrongAccountSize"
+    assert (
+        await refused(
+            idl_account.write_instruction(chain.authority.pubkey(), program, b"b" * 41),
+            chain.authority,
+        )
+        == "WrongAccountSize"
+    )
     stored = await idl_account.fetch(chain.rpc, program)
     assert stored.compressed == b"a" * 60
     # Close: by the authority only, rent back
     closer = idl_account.close_instruction(stranger.pubkey(), program, stranger.pubkey())
     assert await refused(closer, stranger) == "Unauthorized"
-    await chain.rpc.send([idl_account.close_instruction(chain.authority.pubkey(), program, chain.authority.pubkey())], chain.authority)
+    await chain.rpc.send(
+        [
+            idl_account.close_instruction(
+                chain.authority.pubkey(), program, chain.authority.pubkey()
+            )
+        ],
+        chain.authority,
+    )
     assert await idl_account.fetch(chain.rpc, program) is None
 
 
@@ -128,17 +184,22 @@ async def test_a_pre_funded_idl_address_is_taken_over(chain):
     address = idl_account.idl_address(program)
     mallory = Keypair()
     await chain.rpc.airdrop(mallory.pubkey(), 20 * 10**9)
-    for gift in (1_000_000, 10 * 10**9):  # a system account's minimum, under the IDL's rent; then far more
+    for gift in (
+        1_000_000,
+        10 * 10**9,
+    ):  # a system account's minimum, under the IDL's rent; then far more
         await chain.rpc.send([transfer(TransferParams(from_pubkey=mallory.pubkey(), to_pubkey=address,
                                                       lamports=gift))], mallory)  # fmt: skip
-        assert await idl_account.fetch(chain.rpc, program) is None  # funded, still empty and system-owned
+        assert (
+            await idl_account.fetch(chain.rpc, program) is None
+        )  # funded, still empty and system-owned
         done = await idl_account.publish(chain.rpc, chain.authority, program, chain.core.idl.raw)
         assert not done.unchanged and done.writes >= 1
         found = await idl_account.fetch(chain.rpc, program)
         assert found.authority == chain.authority.pubkey()
         assert found.idl() == dict(chain.core.idl.raw, address=str(program))
         owner, data = await chain.rpc.account_owner_and_data(address)
-        rent = (await chain.rpc.raw_request("getMinimumBalanceForRentExemption", [len(data)]))
+        rent = await chain.rpc.raw_request("getMinimumBalanceForRentExemption", [len(data)])
         assert owner == program and await chain.rpc.balance(address) == max(rent, gift)
         await chain.rpc.send([idl_account.close_instruction(chain.authority.pubkey(), program,
                                                             chain.authority.pubkey())], chain.authority)  # fmt: skip
@@ -149,7 +210,9 @@ def _anchor_packages() -> Path:
     """@coral-xyz/anchor from the npm registry, installed once into an untracked folder."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if not (node and npm):
-        pytest.skip("!!! ANCHOR INTEROP TEST SKIPPED: node/npm not installed (scripts/setup.sh installs them)")
+        pytest.skip(
+            "!!! ANCHOR INTEROP TEST SKIPPED: node/npm not installed (scripts/setup.sh installs them)"
+        )
     if not (NPM_DIR / "node_modules" / "@coral-xyz" / "anchor").is_dir():
         NPM_DIR.mkdir(parents=True, exist_ok=True)
         result = subprocess.run(
@@ -157,7 +220,9 @@ def _anchor_packages() -> Path:
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         if result.returncode != 0:
-            pytest.skip(f"!!! ANCHOR INTEROP TEST SKIPPED: npm install failed:\n{result.stderr[-2000:]}")
+            pytest.skip(
+                f"!!! ANCHOR INTEROP TEST SKIPPED: npm install failed:\n{result.stderr[-2000:]}"
+            )
     return NPM_DIR
 
 
@@ -189,7 +254,10 @@ async def witness_data(chain, run: Pubkey) -> bytes:
         tx = await chain.rpc.raw_request("getTransaction", [s["signature"], {"encoding": "base64"}])
         message = VersionedTransaction.from_bytes(base64.b64decode(tx["transaction"][0])).message
         for ix in message.instructions:
-            if message.account_keys[ix.program_id_index] == chain.program_id and bytes(ix.data)[:8] == discriminator:
+            if (
+                message.account_keys[ix.program_id_index] == chain.program_id
+                and bytes(ix.data)[:8] == discriminator
+            ):
                 return bytes(ix.data)
     raise AssertionError("no witness transaction found")
 

@@ -60,7 +60,10 @@ async def test_every_event_is_decoded_and_stored_once(chain, tmp_path):
     assert await indexer.catch_up() == 0, "a second catch-up found something new"
     assert stored_events(store.path) == expected
     witnesses = store.db.execute("SELECT count(*), count(DISTINCT step) FROM witnesses").fetchone()
-    assert tuple(witnesses) == (sum(1 for _, n in expected if n == "WitnessSubmitted"), 2)  # a round and its flush
+    assert tuple(witnesses) == (
+        sum(1 for _, n in expected if n == "WitnessSubmitted"),
+        2,
+    )  # a round and its flush
     (run,) = store.runs()
     assert run["run_id"] == "indexed" and not run["closed"]
     store.close()
@@ -264,7 +267,9 @@ async def test_a_run_closed_before_the_explorer_started_is_rebuilt_from_its_even
     address = str((await chain.client.fetch_run("gone-early")).address)
     await chain.client.set_paused(chain.authority, "gone-early", True)
     await chain.client.close_run(chain.authority, "gone-early")
-    assert await chain.rpc.account_data(Pubkey.from_string(address)) is None  # nothing left on chain
+    assert (
+        await chain.rpc.account_data(Pubkey.from_string(address)) is None
+    )  # nothing left on chain
 
     store = Store(tmp_path / "explorer.sqlite")  # an explorer started afterwards: only the history
     indexer = Indexer(store, chain.rpc, [chain.program_id], core=chain.core)
@@ -278,5 +283,7 @@ async def test_a_run_closed_before_the_explorer_started_is_rebuilt_from_its_even
     assert detail["closed"] and detail["state"]["rebuilt_from_events"]
     assert "close_run" in detail["transactions"][0]["instructions"]
     assert {c["phase"] for e in detail["timeline"] for c in e["phases"]} >= {"Paused"}
-    assert await indexer.catch_up() == 0 and len(api.runs(store, indexer.status)["runs"]) == len(runs)
+    assert await indexer.catch_up() == 0 and len(api.runs(store, indexer.status)["runs"]) == len(
+        runs
+    )
     store.close()

@@ -26,7 +26,9 @@ async def test_an_equivocator_is_convicted_and_a_censor_drops_nobody(tmp_path: P
     config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
                           init_min_clients=6, min_clients=4, witness_nodes=3)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
-        trainers = await lr.start_members(6, options=lambda i: adversary(ADVERSARIES[i]) if i in ADVERSARIES else {})
+        trainers = await lr.start_members(
+            6, options=lambda i: adversary(ADVERSARIES[i]) if i in ADVERSARIES else {}
+        )
         honest = trainers[:4]
         equivocator, censor = trainers[4], trainers[5]
         first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
@@ -36,7 +38,9 @@ async def test_an_equivocator_is_convicted_and_a_censor_drops_nobody(tmp_path: P
         await lr.wait_for(lambda r: (c := r.client(censor.wallet.pubkey())) is not None and c.dissents >= 1,
                           90, "the censor's first lost decision")  # fmt: skip
         end = await honest_epoch(lr, honest, [equivocator], first.progress.epoch, 120)
-        assert any(t.events("equivocation_reported") for t in [*honest, censor])  # the first proof convicts
+        assert any(
+            t.events("equivocation_reported") for t in [*honest, censor]
+        )  # the first proof convicts
         # every step applied the majority's list: the four honest results and the censor's own
         applied = [e for t in honest for e in t.events("applied")
                    if e["decided"] and first.progress.step + 1 < e["step"] < end.progress.step]  # fmt: skip

@@ -22,8 +22,12 @@ from cohort.sdk.models import RunState
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize(("mode", "depth"), [("flip", 2), ("copy", 3)])  # honest replays hold at either depth
-async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(mode: str, depth: int, tmp_path: Path):
+@pytest.mark.parametrize(
+    ("mode", "depth"), [("flip", 2), ("copy", 3)]
+)  # honest replays hold at either depth
+async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(
+    mode: str, depth: int, tmp_path: Path
+):
     config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
                           init_min_clients=4, min_clients=3, witness_nodes=3, verification_percent=50,
                           pipeline_depth=depth)  # fmt: skip
@@ -46,7 +50,9 @@ async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):
     config = write_config(tmp_path / "run.toml", epoch_time=40, max_round_train_time=8, warmup_time=15,
                           init_min_clients=7, min_clients=4, witness_nodes=3, verification_percent=50)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
-        trainers = await lr.start_members(7, options=lambda i: adversary(modes[i]) if i in modes else {})
+        trainers = await lr.start_members(
+            7, options=lambda i: adversary(modes[i]) if i in modes else {}
+        )
         honest, cheats = trainers[:4], trainers[4:]
         first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
         for cheat, mode in zip(cheats, modes.values(), strict=True):

@@ -15,7 +15,9 @@ from cohort.sdk.presets import MODEL_PRESETS
 def test_deepseek_tiny_trains_forward_and_backward(preset):
     model = tiny_model(preset)
     assert isinstance(model, DeepseekV3ForCausalLM)
-    assert model.model.layers[0].self_attn.kv_a_proj_with_mqa.out_features == 32 + 16  # latent + rope
+    assert (
+        model.model.layers[0].self_attn.kv_a_proj_with_mqa.out_features == 32 + 16
+    )  # latent + rope
     tokens = torch.randint(0, 256, (4, 64), generator=torch.Generator().manual_seed(0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
@@ -50,8 +52,12 @@ def test_hf_auto_builds_any_causal_lm():
 def test_large_presets_have_their_size(name):
     """Built on the meta device: shapes only, no memory."""
     p = MODEL_PRESETS[name]
-    config = config_for(p.architecture, p.hf_config, vocab_size=32000 if name == "deepseek-1b" else 129280,
-                        max_seq_len=4096)
+    config = config_for(
+        p.architecture,
+        p.hf_config,
+        vocab_size=32000 if name == "deepseek-1b" else 129280,
+        max_seq_len=4096,
+    )
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):

@@ -36,7 +36,9 @@ def test_training_lowers_held_out_loss():
     before = evaluate(model, validation, 32)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for step in range(30):
-        loss = model(input_ids=(t := train.sequences(BatchId(16 * step, 16 * step + 16))), labels=t).loss
+        loss = model(
+            input_ids=(t := train.sequences(BatchId(16 * step, 16 * step + 16))), labels=t
+        ).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()

@@ -41,7 +41,9 @@ async def serve(make_transport, data: bytes, peers: int, *, own: int | None = OW
     keys = [NodeKey.generate() for _ in range(peers + 1)]
     allow = Allowlist(k.node_id for k in keys)
     blob_server = BlobServer([store], **server)
-    provider = await make_transport(keys[0], allow, {BLOB_PROTOCOL: (blob_server.handle, MAX_REQUEST)})
+    provider = await make_transport(
+        keys[0], allow, {BLOB_PROTOCOL: (blob_server.handle, MAX_REQUEST)}
+    )
     return h, blob_server, provider.address, [await make_transport(k, allow) for k in keys[1:]]
 
 
@@ -74,22 +76,34 @@ async def test_one_byte_requests_do_not_take_the_trainers_copies(make_transport)
     fetched = await asyncio.gather(*(BlobFetcher(t, BlobStore()).fetch(h, [provider], expected_size=len(data))
                                      for t in honest[:OWN]))  # fmt: skip
     assert fetched == [data] * OWN and time.monotonic() - started < 1.0
-    await wait_until(lambda: server.served.get(h) == OWN, 5)  # counted: the copies sent in full, no others
+    await wait_until(
+        lambda: server.served.get(h) == OWN, 5
+    )  # counted: the copies sent in full, no others
     with pytest.raises(BlobFetchError, match="served enough copies"):  # those still hold the limit
         await BlobFetcher(honest[OWN], BlobStore()).fetch(h, [provider], expected_size=len(data))
 
 
-async def test_a_peer_holds_one_place_however_many_requests_it_leaves_unread(make_transport, stack: AsyncExitStack):
+async def test_a_peer_holds_one_place_however_many_requests_it_leaves_unread(
+    make_transport, stack: AsyncExitStack
+):
     """A member that opens requests for the trainer's result and stops reading holds one of its places,
     not one per request; it may not have more than a lane's worth of requests at once, nor ask for more
     than its copies' worth of bytes."""
-    data = os.urandom(8 << 20)  # more than a stream's flow-control window: the server's writes block
+    data = os.urandom(
+        8 << 20
+    )  # more than a stream's flow-control window: the server's writes block
     h, _, provider, (squatter, a, b, c) = await serve(make_transport, data, 4)
     for lane in range(COPIES_PER_PEER):  # whole copies, each left unread after its first bytes
-        reply = await stack.enter_async_context(squatter.request(provider, BLOB_PROTOCOL, h, lane=lane))
+        reply = await stack.enter_async_context(
+            squatter.request(provider, BLOB_PROTOCOL, h, lane=lane)
+        )
         await reply.read(1000)
-    assert await refusal(squatter, provider, part_request(h, 0, 1)) == Status.BUSY  # its copies' worth asked
-    results = await asyncio.gather(*(BlobFetcher(t, BlobStore()).fetch(h, [provider]) for t in (a, b)))
+    assert (
+        await refusal(squatter, provider, part_request(h, 0, 1)) == Status.BUSY
+    )  # its copies' worth asked
+    results = await asyncio.gather(
+        *(BlobFetcher(t, BlobStore()).fetch(h, [provider]) for t in (a, b))
+    )
     assert results == [data, data]  # the squatter, a and b: three places
     with pytest.raises(BlobFetchError, match="served enough copies"):
         await BlobFetcher(c, BlobStore()).fetch(h, [provider])
@@ -99,12 +113,16 @@ async def test_requests_at_once_per_peer_are_capped(make_transport, stack: Async
     data = os.urandom(32 << 20)  # parts larger than a stream's flow-control window
     h, _, provider, (greedy, honest) = await serve(make_transport, data, 2, own=None)
     step = len(data) // MAX_LANES
-    for lane in range(MAX_LANES):  # one part per lane, unread: as many as an honest striped fetch asks
+    for lane in range(
+        MAX_LANES
+    ):  # one part per lane, unread: as many as an honest striped fetch asks
         reply = await stack.enter_async_context(
             greedy.request(provider, BLOB_PROTOCOL, part_request(h, lane * step, step), lane=lane))  # fmt: skip
         await reply.read(1000)
     assert await refusal(greedy, provider, part_request(h, 0, 1)) == Status.BUSY
-    assert await BlobFetcher(honest, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    assert (
+        await BlobFetcher(honest, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    )
 
 
 @pytest.mark.parametrize("part", [(1, RESULT), (RESULT // 2, 1)], ids=["past-offset-0", "one-byte"])
@@ -112,7 +130,9 @@ async def test_a_part_by_part_re_downloader_is_capped(make_transport, part):
     """Uncounted parts: requests at offset >= 1 were never counted, so one member could have a result or a
     state uploaded to it without end. Every request is charged now: what it asks, and at least a lane's
     share of the blob."""
-    data = os.urandom(RESULT)  # a copy's worth drains in a minute here, not a second: none during the test
+    data = os.urandom(
+        RESULT
+    )  # a copy's worth drains in a minute here, not a second: none during the test
     h, server, provider, (greedy, honest) = await serve(make_transport, data, 2, own=None,
                                                         uploads=Uploads(refetch_every=60.0))  # fmt: skip
     answers = [await refusal(greedy, provider, part_request(h, *part)) for _ in range(20)]
@@ -120,7 +140,9 @@ async def test_a_part_by_part_re_downloader_is_capped(make_transport, part):
     assert set(answers[granted:]) == {Status.BUSY}  # refused from then on
     assert granted <= COPIES_PER_PEER * MAX_LANES
     assert server.bytes_served <= COPIES_PER_PEER * len(data)
-    assert await BlobFetcher(honest, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    assert (
+        await BlobFetcher(honest, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    )
 
 
 def test_a_copy_counts_once_every_byte_was_sent():
@@ -164,12 +186,18 @@ def test_accounts_are_per_peer_and_blob_and_a_granted_copy_is_never_cut_off():
     trainer_fetcher, stranger = NodeKey.generate().node_id, NodeKey.generate().node_id
     first = uploads.begin(ours, trainer_fetcher, size, 0, 1000, limit, 1.0, lambda b: True)
     assert not isinstance(first, str)
-    others = [os.urandom(32) for _ in range(5000)]  # another peer fetches many other blobs, then they go
+    others = [
+        os.urandom(32) for _ in range(5000)
+    ]  # another peer fetches many other blobs, then they go
     held = set(others[-10:]) | {ours}
     for blob in others:
         grant = uploads.begin(blob, stranger, 100, 0, 100, None, 2.0, held.__contains__)
         assert not isinstance(grant, str)
         uploads.end(grant, 100, 2.0)
     assert len(uploads) < 2100  # swept as it grew: the blobs no longer held
-    assert not isinstance(uploads.begin(ours, trainer_fetcher, size, 1000, 3000, limit, 3.0, held.__contains__), str)
-    assert isinstance(uploads.begin(ours, stranger, size, 0, 1000, limit, 3.0, held.__contains__), str)
+    assert not isinstance(
+        uploads.begin(ours, trainer_fetcher, size, 1000, 3000, limit, 3.0, held.__contains__), str
+    )
+    assert isinstance(
+        uploads.begin(ours, stranger, size, 0, 1000, limit, 3.0, held.__contains__), str
+    )

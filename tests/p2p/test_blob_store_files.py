@@ -19,7 +19,9 @@ def _directory(root, files: dict[str, bytes]) -> Manifest:
 
 
 def test_a_directory_is_served_part_by_part_and_removed_with_its_round(tmp_path):
-    data = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(256)) + bytes(2048)  # parts 4096, 4096, 2048
+    data = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(256)) + bytes(
+        2048
+    )  # parts 4096, 4096, 2048
     manifest = _directory(tmp_path / "s", {"a.bin": data, "b.bin": b"tail"})
     store = BlobStore()
     h = store.put_directory(tmp_path / "s", manifest, round=5)

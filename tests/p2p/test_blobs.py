@@ -77,7 +77,9 @@ def swarm(make_transport):
         providers = []
         for key, source in zip(keys[1:], sources, strict=True):
             server = BlobServer([source])
-            transport = await make_transport(key, allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})
+            transport = await make_transport(
+                key, allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)}
+            )
             providers.append(transport.address)
             servers.append(server)
         client = await make_transport(keys[0], allow)
@@ -129,7 +131,9 @@ async def test_wrong_bytes_then_next_provider(swarm, parts):
     honest.put(data, 0)
     liar = FakeBytesSource(h, os.urandom(len(data)))
     fetcher, (bad, good) = await swarm(liar, honest)
-    result = await fetcher.fetch_detailed(h, [bad, good], expected_size=len(data) if parts else None)
+    result = await fetcher.fetch_detailed(
+        h, [bad, good], expected_size=len(data) if parts else None
+    )
     assert result.data == data and result.provider == good.node_id
     assert [a.provider for a in result.failed] == [bad.node_id]
     assert "do not match" in result.failed[0].error
@@ -156,10 +160,14 @@ async def test_a_blob_of_known_size_comes_in_parts_over_separate_connections(swa
                               progress=lambda done, total: seen.append((done, total)))  # fmt: skip
     assert got == data and seen[-1] == (len(data), len(data))
     assert sorted(source.offsets) == [0, 75_000, 150_000, 225_000]  # four lanes, a quarter each
-    await wait_until(lambda: swarm.servers[0].served, 5)  # counted when its last write returns, maybe after the fetch
+    await wait_until(
+        lambda: swarm.servers[0].served, 5
+    )  # counted when its last write returns, maybe after the fetch
     assert swarm.servers[0].served == {source.blob: 1}  # one copy served, not four
     if kind == "iroh":  # one QUIC connection (congestion window) per lane
-        assert sorted(lane for node, lane in fetcher.transport._outgoing if node == provider.node_id) == [0, 1, 2, 3]
+        assert sorted(
+            lane for node, lane in fetcher.transport._outgoing if node == provider.node_id
+        ) == [0, 1, 2, 3]
     small = OffsetsSource(os.urandom(1000))
     fetcher, (provider,) = await swarm(small)
     assert await fetcher.fetch(small.blob, [provider], expected_size=1000) == small.data
@@ -170,16 +178,24 @@ async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
     data = os.urandom(200_000)
     h = blob_hash(data)
     store = BlobStore()
-    store.put_verified(h, data, 0, own_copies=1, patience=60)  # our own result: one copy, then others serve
+    store.put_verified(
+        h, data, 0, own_copies=1, patience=60
+    )  # our own result: one copy, then others serve
     keys = [NodeKey.generate() for _ in range(3)]
     allow = Allowlist(k.node_id for k in keys)
     server = BlobServer([store])
-    provider = (await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})).address
+    provider = (
+        await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})
+    ).address
     first, second = [await make_transport(k, allow) for k in keys[1:]]
-    assert await BlobFetcher(first, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    assert (
+        await BlobFetcher(first, BlobStore()).fetch(h, [provider], expected_size=len(data)) == data
+    )
     await wait_until(lambda: server.served, 5)
     assert server.served == {h: 1}  # four parts, one copy
-    with pytest.raises(BlobFetchError, match="served enough copies"):  # the cap holds for the next fetcher
+    with pytest.raises(
+        BlobFetchError, match="served enough copies"
+    ):  # the cap holds for the next fetcher
         await BlobFetcher(second, BlobStore()).fetch(h, [provider], expected_size=len(data))
     with pytest.raises(RemoteError) as e:  # ... and for a later part asked for alone
         async with second.request(provider, BLOB_PROTOCOL, part_request(h, 1, len(data))):
@@ -199,7 +215,9 @@ def test_a_copy_limit_holds_for_its_patience_and_a_failed_copy_gives_its_place_b
     grants = [begin(p, 100.1) for p in peers[:4]]
     assert [isinstance(g, str) for g in grants] == [False, False, False, True]
     assert isinstance(begin(peers[3], 100.2, 1), str)  # a later part asked for alone is refused too
-    assert not isinstance(begin(peers[0], 100.2, 1), str)  # ... but not to a peer whose copy is under way
+    assert not isinstance(
+        begin(peers[0], 100.2, 1), str
+    )  # ... but not to a peer whose copy is under way
     uploads.end(grants[1], 10, 100.3)  # one fetcher went away: its place comes back
     taken = begin(peers[3], 100.4)
     assert not isinstance(taken, str)
@@ -216,13 +234,17 @@ def test_a_copy_limit_holds_for_its_patience_and_a_failed_copy_gives_its_place_b
 async def test_a_reader_that_stops_reading_gives_its_copy_back(make_transport):
     """A fetcher that takes the one copy of our result and stops reading cannot keep it from the others:
     the server abandons a reply that is not taken at its minimum rate, and the copy's place comes back."""
-    data = os.urandom(8 << 20)  # more than the stream's flow-control window: the server's writes block
+    data = os.urandom(
+        8 << 20
+    )  # more than the stream's flow-control window: the server's writes block
     store = BlobStore()
     h = store.put(data, 0, own_copies=1, patience=60)
     server = BlobServer([store], min_rate=16 << 20, slack=1.0)
     keys = [NodeKey.generate() for _ in range(3)]
     allow = Allowlist(k.node_id for k in keys)
-    provider = (await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})).address
+    provider = (
+        await make_transport(keys[0], allow, {BLOB_PROTOCOL: (server.handle, MAX_REQUEST)})
+    ).address
     stalls, honest = [await make_transport(k, allow) for k in keys[1:]]
     async with stalls.request(provider, BLOB_PROTOCOL, h) as reply:
         await reply.read(1000)  # ... and no more
@@ -294,7 +316,9 @@ async def test_a_provider_that_does_not_answer_is_hedged_not_waited_for(make_tra
 
 
 async def test_a_streaming_provider_is_not_hedged(swarm):
-    data = os.urandom(12 << 20)  # twelve 1 MiB reads of 0.05 s each: it streams well past the hedge time
+    data = os.urandom(
+        12 << 20
+    )  # twelve 1 MiB reads of 0.05 s each: it streams well past the hedge time
     h = blob_hash(data)
     slow, other = CountingSource({h: data}), CountingSource({h: data})
     fetcher, providers = await swarm(slow, other, policy=FetchPolicy(hedge_after=0.3))
@@ -318,7 +342,9 @@ async def test_malformed_blob_requests(make_transport):
     allow = Allowlist([key.node_id, client_key.node_id])
     store = BlobStore()
     h = store.put(b"served", 0)
-    server = await make_transport(key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, MAX_REQUEST)})
+    server = await make_transport(
+        key, allow, {BLOB_PROTOCOL: (BlobServer([store]).handle, MAX_REQUEST)}
+    )
     client = await make_transport(client_key, allow)
     for body, status in (
         (b"", Status.BAD_REQUEST),
@@ -336,8 +362,14 @@ async def test_malformed_blob_requests(make_transport):
     assert e.value.status == Status.NOT_FOUND
     fetcher = BlobFetcher(client)
     assert await fetcher.fetch(h, [server.address]) == b"served"
-    for offset, length, body in ((2, 3, b"rve"), (4, 100, b"ed"), (50, 5, b"")):  # parts, clamped to the blob
-        async with client.request(server.address, BLOB_PROTOCOL, part_request(h, offset, length)) as reply:
+    for offset, length, body in (
+        (2, 3, b"rve"),
+        (4, 100, b"ed"),
+        (50, 5, b""),
+    ):  # parts, clamped to the blob
+        async with client.request(
+            server.address, BLOB_PROTOCOL, part_request(h, offset, length)
+        ) as reply:
             answer = b""
             while chunk := await reply.read():
                 answer += chunk

@@ -132,7 +132,9 @@ async def test_corrupt_peer_and_untrusted_manifest(start_nodes, tmp_path):
         await joiner.download_directory(manifest.hash(), [], tmp_path / "none")
 
 
-async def test_a_pruned_checkpoint_does_not_answer_for_the_chunks_it_shared_with_the_next(start_nodes, tmp_path):
+async def test_a_pruned_checkpoint_does_not_answer_for_the_chunks_it_shared_with_the_next(
+    start_nodes, tmp_path
+):
     old = make_checkpoint(tmp_path / "step-10")
     new = make_checkpoint(tmp_path / "step-20")  # another model file, the same config.json
     server, joiner = await start_nodes(2)

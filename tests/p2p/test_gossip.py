@@ -137,10 +137,14 @@ async def test_a_bad_announcement_in_a_push_costs_the_others_nothing_and_is_repo
     a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
     got = []
     b.gossip.on_message = got.append
-    good = [Announcement.create(a.transport.key, TOPIC, 1, i, b"ok %d" % i).encode() for i in range(2)]
+    good = [
+        Announcement.create(a.transport.key, TOPIC, 1, i, b"ok %d" % i).encode() for i in range(2)
+    ]
     outsider = Announcement.create(NodeKey.generate(), TOPIC, 1, 0, b"not a member").encode()
     with pytest.raises(RemoteError) as e:
-        async with a.transport.request(b.address, PUSH_PROTOCOL, push_body([good[0], outsider, good[1]])):
+        async with a.transport.request(
+            b.address, PUSH_PROTOCOL, push_body([good[0], outsider, good[1]])
+        ):
             pass
     assert e.value.status == Status.FORBIDDEN and "1 of 3 announcements refused" in str(e.value)
     assert sorted(m.payload for m in got) == [b"ok 0", b"ok 1"]
@@ -151,7 +155,9 @@ async def test_announcements_that_wait_for_a_push_to_a_peer_leave_together(start
     got = []
     b.gossip.on_message = got.append
     for i in range(20):  # no await between them: all wait for the push task to run
-        a.gossip._push_to_neighbours(Announcement.create(a.transport.key, TOPIC, 1, i, b"r%d" % i), set())
+        a.gossip._push_to_neighbours(
+            Announcement.create(a.transport.key, TOPIC, 1, i, b"r%d" % i), set()
+        )
     for _ in range(200):
         if len(got) == 20:
             break
@@ -168,7 +174,9 @@ async def test_a_refused_push_does_not_hold_back_what_waits_behind_it(start_node
     outsider = Announcement.create(NodeKey.generate(), TOPIC, 1, 0, b"x" * MAX_PAYLOAD)
     a.gossip._push_to_neighbours(outsider, set())  # refused by b: not a member
     for i in range(20):  # 4 KB each: they fill the refused push and one more
-        a.gossip._push_to_neighbours(Announcement.create(a.transport.key, TOPIC, 1, i, b"y" * MAX_PAYLOAD), set())
+        a.gossip._push_to_neighbours(
+            Announcement.create(a.transport.key, TOPIC, 1, i, b"y" * MAX_PAYLOAD), set()
+        )
     for _ in range(200):
         if len(got) == 20:
             break
@@ -192,7 +200,9 @@ async def test_rounds_window(start_nodes):
 async def test_a_member_at_a_new_address_is_no_longer_suspected(start_nodes):
     a, b = await start_nodes(2, gossip=GossipConfig(repair_interval=0))
     a.gossip._suspect(b.address.node_id, "its pushes failed")  # b died
-    moved = PeerAddress(b.address.node_id, ("127.0.0.1:9",))  # ... and came back elsewhere (same key)
+    moved = PeerAddress(
+        b.address.node_id, ("127.0.0.1:9",)
+    )  # ... and came back elsewhere (same key)
     a.set_clients([a.address, b.address])
     assert b.address.node_id in a.gossip._suspects  # the same address: still suspected
     a.set_clients([a.address, moved])

@@ -96,7 +96,9 @@ async def test_a_digest_request_draws_at_most_one_bounded_reply(start_nodes):
 
 
 @pytest.mark.parametrize("kind", ["http"])
-async def test_an_origins_first_two_different_statements_of_a_round_pass_its_spent_quota(start_nodes):
+async def test_an_origins_first_two_different_statements_of_a_round_pass_its_spent_quota(
+    start_nodes,
+):
     """Fillers spend the origin's quota; a statement it already made (re-sent under a new seq) does not pass
     again, nor a third: at most two announcements beyond the quota, and only ones that differ."""
     config = GossipConfig(repair_interval=0, max_per_origin_round=4)
@@ -104,9 +106,20 @@ async def test_an_origins_first_two_different_statements_of_a_round_pass_its_spe
     victim.gossip.statement = lambda a: a.payload if a.payload.startswith(b"S") else None
     key = attacker.transport.key
     sent = [b"S1", b"f1", b"f2", b"f3", b"f4", b"S1", b"S2", b"f5", b"S3"]
-    statuses = [await push(attacker, victim, Announcement.create(key, TOPIC, 1, seq, body)) for seq, body in enumerate(sent)]
-    assert statuses == [Status.OK] * 4 + [Status.TOO_LARGE] * 2 + [Status.OK] + [Status.TOO_LARGE] * 2
-    assert sorted(a.payload for a in victim.gossip.received(1)) == [b"S1", b"S2", b"f1", b"f2", b"f3"]
+    statuses = [
+        await push(attacker, victim, Announcement.create(key, TOPIC, 1, seq, body))
+        for seq, body in enumerate(sent)
+    ]
+    assert (
+        statuses == [Status.OK] * 4 + [Status.TOO_LARGE] * 2 + [Status.OK] + [Status.TOO_LARGE] * 2
+    )
+    assert sorted(a.payload for a in victim.gossip.received(1)) == [
+        b"S1",
+        b"S2",
+        b"f1",
+        b"f2",
+        b"f3",
+    ]
     victim.advance_round(10)
     assert not victim.gossip._statements
 

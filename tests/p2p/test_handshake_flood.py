@@ -45,7 +45,9 @@ async def test_a_handshake_flood_from_strangers_does_not_stop_a_members_fetches(
     victim.add_protocol("blob", blob, max_request=16)
     await stack.enter_async_context(victim)
     member = await stack.enter_async_context(IrohTransport(a_key, a_allow))
-    v_allow.replace([v_key.node_id, a_key.node_id], member.address.addrs)  # as the chain's Endpoint accounts say
+    v_allow.replace(
+        [v_key.node_id, a_key.node_id], member.address.addrs
+    )  # as the chain's Endpoint accounts say
     a_allow.replace([v_key.node_id, a_key.node_id])
     flood = await asyncio.create_subprocess_exec(
         sys.executable, str(FLOOD), v_key.node_id.key.hex(), victim.address.addrs[0], str(FLOOD_SECONDS), "64", "32",
@@ -63,9 +65,15 @@ async def test_a_handshake_flood_from_strangers_does_not_stop_a_members_fetches(
         if flood.returncode is None:
             flood.kill()
             await flood.wait()
-    print(f"member fetches under the flood: {len(times)}, slowest {max(times):.3f} s; flood: {counts}; "
-          f"victim: {victim.stats.extra}")
+    print(
+        f"member fetches under the flood: {len(times)}, slowest {max(times):.3f} s; flood: {counts}; "
+        f"victim: {victim.stats.extra}"
+    )
     assert len(times) >= 5 and max(times) < IN_TIME
     refused = victim.stats.extra.get("handshakes_refused", 0)
-    assert counts["attempts"] > 5000 and refused > counts["attempts"] / 2  # most never cost a handshake
-    assert victim.stats.requests_refused < counts["attempts"] - refused + MAX_HANDSHAKES  # the rest did, then refused
+    assert (
+        counts["attempts"] > 5000 and refused > counts["attempts"] / 2
+    )  # most never cost a handshake
+    assert (
+        victim.stats.requests_refused < counts["attempts"] - refused + MAX_HANDSHAKES
+    )  # the rest did, then refused

@@ -73,12 +73,22 @@ async def test_a_restarted_peer_at_a_new_address_is_reached_at_once(kind, make_t
     peer_key.save(key_file)
     client_key = NodeKey.generate()
     client = await make_transport(
-        client_key, Allowlist([peer_key.node_id]), {BLOB_PROTOCOL: (BlobServer([BlobStore()]).handle, 64)}
+        client_key,
+        Allowlist([peer_key.node_id]),
+        {BLOB_PROTOCOL: (BlobServer([BlobStore()]).handle, 64)},
     )
     dial = ("--dial", f"{client_key.node_id.hex()}@{client.address.addrs[0]}") if dials_us else ()
     fetcher = BlobFetcher(client, BlobStore())
     for life in range(2):
-        peer = spawn_peer(kind, [client_key.node_id], "--random-blob", f"1:{life}", "--key-file", str(key_file), *dial)
+        peer = spawn_peer(
+            kind,
+            [client_key.node_id],
+            "--random-blob",
+            f"1:{life}",
+            "--key-file",
+            str(key_file),
+            *dial,
+        )
         for _ in range(500 if dials_us else 0):  # its dial reached us (bounded: 5 s)
             if client.stats.requests_served > life:
                 break

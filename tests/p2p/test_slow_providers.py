@@ -75,7 +75,9 @@ async def test_a_dripping_provider_is_dropped_at_the_size_scaled_deadline(provid
 
 
 @pytest.mark.parametrize("whole", [True, False], ids=["whole", "in-parts"])
-async def test_a_dripping_provider_is_hedged_and_the_fetch_ends_near_the_honest_time(providers, whole):
+async def test_a_dripping_provider_is_hedged_and_the_fetch_ends_near_the_honest_time(
+    providers, whole
+):
     """A provider that sends the right length header and then a byte every 4 s used to count as streaming,
     never hedged: the fetch took its whole body deadline (10.7 s here). One that falls behind its share
     of that deadline is hedged now."""
@@ -87,7 +89,9 @@ async def test_a_dripping_provider_is_hedged_and_the_fetch_ends_near_the_honest_
     await BlobFetcher(client, BlobStore(), policy).fetch(h, [honest], expected_size=size)
     honest_time = time.monotonic() - started
     started = time.monotonic()
-    result = await BlobFetcher(client, BlobStore(), policy).fetch_detailed(h, [drip, honest], expected_size=size)
+    result = await BlobFetcher(client, BlobStore(), policy).fetch_detailed(
+        h, [drip, honest], expected_size=size
+    )
     elapsed = time.monotonic() - started
     assert result.data == data and result.provider == honest.node_id
     assert result.failed == ()  # hedged, then cancelled: not a failure of its own

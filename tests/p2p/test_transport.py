@@ -158,7 +158,9 @@ async def test_a_slow_answer_keeps_the_connection_a_silent_one_drops_it(make_tra
         await reply.write(b"late")
 
     key, client_key = NodeKey.generate(), NodeKey.generate()
-    server = await make_transport(key, Allowlist([client_key.node_id]), {"slow": (slow, 0), "echo": (echo, 64)})
+    server = await make_transport(
+        key, Allowlist([client_key.node_id]), {"slow": (slow, 0), "echo": (echo, 64)}
+    )
     client = await make_transport(client_key, Allowlist([key.node_id]))
     async with client.request(server.address, "echo", b"hello") as reply:
         assert await read_all(reply) == b"hello"

@@ -24,7 +24,9 @@ def no_compiling(monkeypatch):
 def test_a_missing_host_library_is_a_hint_not_a_compile(monkeypatch, no_compiling, tmp_path: Path):
     missing = tmp_path / "libcoordinator.so"
     monkeypatch.setitem(artifacts.CHECKOUT_FILES, artifacts.HOST_FILE, missing)
-    with pytest.raises(ConfigError, match=r"libcoordinator\.so is not built yet: run `cohort build`"):
+    with pytest.raises(
+        ConfigError, match=r"libcoordinator\.so is not built yet: run `cohort build`"
+    ):
         CoordinatorCore()
 
 

@@ -35,7 +35,9 @@ def names(requirements: list[str]) -> set[str]:
 @cache
 def module_owners() -> dict[str, set[str]]:
     """Top-level module -> the distributions that provide it (in this environment, where all extras are)."""
-    return {m: {canonicalize_name(d) for d in ds} for m, ds in metadata.packages_distributions().items()}
+    return {
+        m: {canonicalize_name(d) for d in ds} for m, ds in metadata.packages_distributions().items()
+    }
 
 
 def third_party_imports(root: str) -> dict[str, set[str]]:
@@ -71,7 +73,9 @@ def test_the_base_install_declares_what_the_sdk_localnet_and_toolchain_import():
     for root in BASE_ROOTS:
         imports = third_party_imports(root)
         for module, dist in distributions(imports).items():
-            assert dist in base, f"{root} imports {module} ({dist}) but the base install does not declare it"
+            assert dist in base, (
+                f"{root} imports {module} ({dist}) but the base install does not declare it"
+            )
 
 
 def test_the_training_client_imports_only_declared_packages():

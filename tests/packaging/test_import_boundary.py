@@ -83,7 +83,9 @@ def test_every_help_answers_without_the_training_stack():
     report = json.loads(done.stderr.strip().splitlines()[-1])
     commands = {" ".join(c) for c in report["commands"]}
     assert {"train", "data", "data prepare", "run create", "wallet new", "explorer"} <= commands
-    assert report["culprits"] == {}, f"these --help imported the training stack: {report['culprits']}"
+    assert report["culprits"] == {}, (
+        f"these --help imported the training stack: {report['culprits']}"
+    )
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("train", "--help"), ("data", "--help")])
@@ -101,7 +103,9 @@ def test_cohort_help_is_small():
 
 
 def test_data_errors_and_non_training_commands_do_not_import_torch(tmp_path: Path):
-    missing = cohort("data", "prepare", str(tmp_path / "nothing.txt"), "--out", str(tmp_path / "out"))
+    missing = cohort(
+        "data", "prepare", str(tmp_path / "nothing.txt"), "--out", str(tmp_path / "out")
+    )
     assert missing["code"] == 1 and "nothing.txt" in missing["stderr"]
     assert missing["loaded"] == []
 

@@ -80,7 +80,9 @@ def installed(tmp_path_factory) -> dict[str, str]:
     """A fresh venv outside the checkout with the wheel and the base dependencies; returns its environment."""
     tmp = tmp_path_factory.mktemp("wheel")
     wheel = wheel_from_a_copy(tmp)
-    assert "-linux_" in wheel.name or "-macosx_" in wheel.name  # a platform wheel: it carries a native library
+    assert (
+        "-linux_" in wheel.name or "-macosx_" in wheel.name
+    )  # a platform wheel: it carries a native library
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
@@ -154,15 +156,22 @@ def test_localnet_deploy_create_status_close_from_the_wheel_alone(installed, tmp
                 if "JSON-RPC http://" in line:
                     url = line.split("JSON-RPC ")[1].split()[0]
         assert url, log.read_text()
-        config = tmp_path / "run.toml"  # the documented example ships in the wheel: no checkout needed
+        config = (
+            tmp_path / "run.toml"
+        )  # the documented example ships in the wheel: no checkout needed
         config.write_text(cohort(env, "run", "example").stdout)
-        assert "[model.optimizer]" in config.read_text() and "[config]" in cohort(env, "run", "example", "--demo").stdout
+        assert (
+            "[model.optimizer]" in config.read_text()
+            and "[config]" in cohort(env, "run", "example", "--demo").stdout
+        )
         at = ("--cluster", url)
         cohort(env, "wallet", "new")
         cohort(env, "wallet", "airdrop", "100", *at)
         deployed = cohort(env, "deploy", *at).stdout
         assert "deployed coordinator" in deployed, deployed
-        assert "saved in " + str(Path(env["XDG_CONFIG_HOME"]) / "cohort" / "programs.toml") in deployed
+        assert (
+            "saved in " + str(Path(env["XDG_CONFIG_HOME"]) / "cohort" / "programs.toml") in deployed
+        )
         created = cohort(env, "run", "create", str(config), *at).stdout
         assert "created run example-kjv" in created, created
         status = json.loads(cohort(env, "run", "status", "example-kjv", "--json", *at).stdout)

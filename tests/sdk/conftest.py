@@ -76,7 +76,9 @@ class RpcProxy:
 
     url: str
     seen: list[str] = field(default_factory=list)  # JSON-RPC methods, in arrival order
-    answered: list[int] = field(default_factory=list)  # statuses the proxy gave instead of forwarding
+    answered: list[int] = field(
+        default_factory=list
+    )  # statuses the proxy gave instead of forwarding
 
 
 def start_proxy(localnet: LocalnetThread, rule: Rule) -> tuple[RpcProxy, Callable[[], None]]:

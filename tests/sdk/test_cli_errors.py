@@ -133,7 +133,9 @@ def test_unknown_cluster_and_missing_program_id(workspace, helpers, nothing_sent
     other.write_text(f'[provider]\ncluster = "other"\nwallet = "id.json"\n\n'
                      f'[clusters]\nother = "{workspace.localnet.net.http_url}"\n')  # fmt: skip
     for command in (("run", "list"), ("train", "--run", "x")):
-        line = helpers.one_error_line(workspace.cli(*command, env={"COHORT_ANCHORFILE": str(other)}))
+        line = helpers.one_error_line(
+            workspace.cli(*command, env={"COHORT_ANCHORFILE": str(other)})
+        )
         assert "no coordinator program id for cluster 'other'" in line and "cohort deploy" in line
     # a cluster that does not answer (a mistyped URL): that is the error, before any program id
     for cluster in ("http://127.0.0.1:9", "http://no-such-host.invalid:8899"):

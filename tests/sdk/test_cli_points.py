@@ -44,11 +44,15 @@ def test_points_after_an_epoch_and_an_exit(workspace, helpers, core, tmp_path: P
     assert leaver["claimed"] == leaver["total"] > 0 and leaver["unclaimed"] == 0
     stayer = by_wallet[str(members[1].pubkey())]
     assert stayer["unclaimed"] == stayer["total"] == leaver["total"] and stayer["claimed"] == 0
-    one = json.loads(ws.cli("run", "points", "points-run", str(members[0].pubkey()), "--json").output)
+    one = json.loads(
+        ws.cli("run", "points", "points-run", str(members[0].pubkey()), "--json").output
+    )
     assert one == [leaver]
     table = ws.cli("run", "points", "points-run")
     assert table.exit_code == 0 and "unclaimed" in table.output
-    assert "not a base58 address" in helpers.one_error_line(ws.cli("run", "points", "points-run", "nope"))
+    assert "not a base58 address" in helpers.one_error_line(
+        ws.cli("run", "points", "points-run", "nope")
+    )
 
     # closing the run settles what nobody claimed into the wallets' Points accounts first: nobody loses any
     async def points_accounts(address: Pubkey | None) -> tuple[Pubkey, dict[str, int]]:
@@ -58,7 +62,9 @@ def test_points_after_an_epoch_and_an_exit(workspace, helpers, core, tmp_path: P
             out = {}
             for m in members:
                 data = await rpc.account_data(client.points_address(address, m.pubkey()))
-                out[str(m.pubkey())] = core.idl.decode_account("Points", data)["points"] if data else 0
+                out[str(m.pubkey())] = (
+                    core.idl.decode_account("Points", data)["points"] if data else 0
+                )
             return address, out
 
     address, before = asyncio.run(points_accounts(None))

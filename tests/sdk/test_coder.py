@@ -129,7 +129,9 @@ def test_a_reread_account_reuses_what_did_not_change_and_decodes_what_did():
     a = idl.decode_account_reusing("Thing", account(first))
     assert a == first == idl.decode_account("Thing", account(first))
     b = idl.decode_account_reusing("Thing", account({**first, "small": 2}))
-    assert b == {**first, "small": 2} and b["big"] is a["big"]  # 1,600 bytes unchanged: not decoded again
+    assert (
+        b == {**first, "small": 2} and b["big"] is a["big"]
+    )  # 1,600 bytes unchanged: not decoded again
     changed = {"small": 2, "big": [7] * 200}
     assert idl.decode_account_reusing("Thing", account(changed)) == changed
     with pytest.raises(IdlError, match="ends inside big"):
@@ -159,7 +161,9 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
             core.idl.encode({"defined": {"name": "Run"}}, core.idl.decode_account("Run", run.data))
             == run.data[8:]
         )
-        assert core.idl.decode_account_reusing("Run", run.data) == core.idl.decode_account("Run", run.data)
+        assert core.idl.decode_account_reusing("Run", run.data) == core.idl.decode_account(
+            "Run", run.data
+        )
         assert len(run.data) - 8 == core.run_size  # the C struct's size
         # the host C core on the same bytes: its rules accept the decoded config, and its election and
         # data assignment agree with the decoded round
@@ -201,4 +205,6 @@ async def test_a_real_account_decodes_as_the_host_core_sees_it(workspace, helper
         assert forecast_tick(core, after, await rpc.unix_time()).error == "NothingToTick"
         assert isinstance(Run.decode(after.address, after.data, core.idl), Run)
         # the witnesses changed since the first read, the member table did not: both come out right
-        assert core.idl.decode_account_reusing("Run", after.data) == core.idl.decode_account("Run", after.data)
+        assert core.idl.decode_account_reusing("Run", after.data) == core.idl.decode_account(
+            "Run", after.data
+        )

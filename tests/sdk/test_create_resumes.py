@@ -27,7 +27,9 @@ def dies_after_sends(sends: int):
     return rule
 
 
-def test_a_create_cut_off_half_way_is_completed_by_the_next(workspace, helpers, rpc_proxy, tmp_path):
+def test_a_create_cut_off_half_way_is_completed_by_the_next(
+    workspace, helpers, rpc_proxy, tmp_path
+):
     ws = workspace
     config = helpers.config_copy(tmp_path, "resumed-run")
     proxy = rpc_proxy(dies_after_sends(1))  # the account is created; its config is not sent yet

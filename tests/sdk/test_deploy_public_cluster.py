@@ -53,7 +53,9 @@ def interrupt_deploy(workspace, payer: Keypair, elf: bytes, keypair: Path) -> No
     async def main() -> None:
         async with Rpc(workspace.localnet.net.http_url) as rpc:
             with pytest.raises(Interrupted):
-                await deploy_program(rpc, payer, elf, keypair, progress=stop_after_some, concurrency=4)
+                await deploy_program(
+                    rpc, payer, elf, keypair, progress=stop_after_some, concurrency=4
+                )
 
     asyncio.run(main())
 
@@ -252,7 +254,9 @@ def test_a_deploy_cut_off_part_way_says_how_to_resume_or_refund(
     assert account(workspace, buffer) is None
 
 
-def test_writes_the_cluster_dropped_are_sent_again(workspace, rpc_proxy, monkeypatch, tmp_path: Path):
+def test_writes_the_cluster_dropped_are_sent_again(
+    workspace, rpc_proxy, monkeypatch, tmp_path: Path
+):
     """The RPC accepts the 3rd, 6th and 9th transaction (writes: the 1st creates the buffer) but never
     forwards them, as a busy public RPC may drop them."""
     from solders.signature import Signature

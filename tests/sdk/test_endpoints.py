@@ -13,7 +13,9 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file
 
 
-async def test_members_read_each_others_endpoints_from_their_accounts(workspace, helpers, core, tmp_path):
+async def test_members_read_each_others_endpoints_from_their_accounts(
+    workspace, helpers, core, tmp_path
+):
     run_file = load_run_file(helpers.config_copy(tmp_path, "endpoints"), core)
     net = workspace.localnet.net
     async with Rpc(net.http_url, idl=core.idl) as rpc:
@@ -35,6 +37,12 @@ async def test_members_read_each_others_endpoints_from_their_accounts(workspace,
 
         # a member that left has no Endpoint account any more
         await client.exit_run(wallets[2], "endpoints")
-        assert await rpc.account_data(client.endpoint_address(run.address, wallets[2].pubkey())) is None
+        assert (
+            await rpc.account_data(client.endpoint_address(run.address, wallets[2].pubkey()))
+            is None
+        )
         run = await client.fetch_run("endpoints")
-        assert await client.endpoints(run) == {nodes[0].pubkey(): "127.0.0.1:4000", nodes[1].pubkey(): "127.0.0.1:4001"}
+        assert await client.endpoints(run) == {
+            nodes[0].pubkey(): "127.0.0.1:4000",
+            nodes[1].pubkey(): "127.0.0.1:4001",
+        }

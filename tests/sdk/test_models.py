@@ -40,5 +40,9 @@ def test_check_enums_and_the_check_failed_event_match_the_idl():
     variants = [v["name"] for v in idl.types["CheckFailure"]["variants"]]
     assert variants[0] == "Unspecified"  # never a valid report
     assert [r.value for r in models.CheckFailure] == variants[1:]
-    assert [r.value for r in models.ConvictionReason] == [v["name"] for v in idl.types["ConvictionReason"]["variants"]]
-    assert {f.name for f in dataclasses.fields(models.CheckFailed)} == set(idl_fields(idl, "CheckFailed"))
+    assert [r.value for r in models.ConvictionReason] == [
+        v["name"] for v in idl.types["ConvictionReason"]["variants"]
+    ]
+    assert {f.name for f in dataclasses.fields(models.CheckFailed)} == set(
+        idl_fields(idl, "CheckFailed")
+    )

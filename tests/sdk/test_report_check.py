@@ -13,12 +13,16 @@ from cohort.sdk.run_config import load_run_file
 
 
 async def test_verifiers_report_and_a_majority_convicts(workspace, helpers, core, tmp_path):
-    config = helpers.config_copy(tmp_path, "checked", **{"verification_percent = 5 ": "verification_percent = 100 "})
+    config = helpers.config_copy(
+        tmp_path, "checked", **{"verification_percent = 5 ": "verification_percent = 100 "}
+    )
     run_file = load_run_file(config, core)
     assert run_file.config.verification_percent == 100
     async with funded_run(workspace, core, run_file) as (rpc, client, members):
         run = await start_epoch(client, "checked", members)
-        for _ in range(2):  # the round of height 2 reveals the seed of height 3: the first step's checks
+        for _ in range(
+            2
+        ):  # the round of height 2 reveals the seed of height 3: the first step's checks
             await submit_witnesses(client, run, members)
             await client.start_pending_round(members[0], "checked")
             run = await client.fetch_run("checked")
@@ -33,17 +37,29 @@ async def test_verifiers_report_and_a_majority_convicts(workspace, helpers, core
         first, second = wallet[verifiers[0]], wallet[verifiers[1]]
         with pytest.raises(ValueError):
             await client.report_check(first, "checked", step, trainer, "Lazy")
-        signature = await client.report_check(first, "checked", step, trainer, CheckFailure.PayloadMismatch)
-        events = core.idl.events_in_logs(await rpc.transaction_logs(signature), workspace.program_id)
+        signature = await client.report_check(
+            first, "checked", step, trainer, CheckFailure.PayloadMismatch
+        )
+        events = core.idl.events_in_logs(
+            await rpc.transaction_logs(signature), workspace.program_id
+        )
         assert [CheckFailed.decode(e) for name, e in events if name == "CheckFailed"] == [
             CheckFailed(run.address, first.pubkey(), step, trainer, CheckFailure.PayloadMismatch, 1)]  # fmt: skip
-        assert (await client.fetch_run("checked")).clients[trainer].state == "Healthy"  # one of two: nothing
+        assert (await client.fetch_run("checked")).clients[
+            trainer
+        ].state == "Healthy"  # one of two: nothing
         with pytest.raises(ProgramError) as refused:
             await client.report_check(first, "checked", step, trainer, "StateMismatch")
         assert refused.value.name == "DuplicateReport"
 
-        signature = await client.report_check(second, run.address, step, trainer, "StateNotDelivered")
-        events = core.idl.events_in_logs(await rpc.transaction_logs(signature), workspace.program_id)
+        signature = await client.report_check(
+            second, run.address, step, trainer, "StateNotDelivered"
+        )
+        events = core.idl.events_in_logs(
+            await rpc.transaction_logs(signature), workspace.program_id
+        )
         convicted = [e for name, e in events if name == "ClientConvicted"]
-        assert [(e["index"], e["reason"], e["step"]) for e in convicted] == [(trainer, "FailedVerification", step)]
+        assert [(e["index"], e["reason"], e["step"]) for e in convicted] == [
+            (trainer, "FailedVerification", step)
+        ]
         assert (await client.fetch_run("checked")).clients[trainer].state == "Convicted"

@@ -77,7 +77,10 @@ async def test_program_errors_carry_the_idl_name_rule_and_logs(workspace, helper
                                         "progress": {"epoch": 0, "step": 1, "epoch_start_data_index": 0}})  # fmt: skip
         except ProgramError as e:
             assert (e.name, e.code) == ("ConfigInvalid", 6015)
-            assert e.rule == "witness_nodes must be > 0, <= 32 and <= init_min_clients (every seat filled at the start)"
+            assert (
+                e.rule
+                == "witness_nodes must be > 0, <= 32 and <= init_min_clients (every seat filled at the start)"
+            )
             assert any("failed: custom program error" in line for line in e.logs)
         else:
             raise AssertionError("expected ProgramError")

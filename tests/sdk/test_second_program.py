@@ -73,7 +73,12 @@ def test_examples_are_built_but_neither_shipped_nor_deployed():
 def test_a_second_program_is_generated_built_and_listed(contracts: Path):
     greeter = contracts / "greeter"
     assert codegen.main(["greeter"], contracts_dir=contracts) == 0
-    for name in ("src/generated/abi.h", "src/generated/ix_accounts.h", "idl.json", "greeter_abi.py"):
+    for name in (
+        "src/generated/abi.h",
+        "src/generated/ix_accounts.h",
+        "idl.json",
+        "greeter_abi.py",
+    ):
         assert (greeter / name).is_file(), name
     assert codegen.main(["greeter", "--check"], contracts_dir=contracts) == 0
     assert "#define ACC_GREET_FRIEND 1" in (greeter / "src/generated/ix_accounts.h").read_text()
@@ -99,20 +104,30 @@ def test_a_second_program_deploys_and_answers_its_generated_types(workspace, con
     ws = load_workspace(workspace.anchorfile)
     cluster = resolve_cluster(ws)
     assert resolve_program_id(ws, cluster, program="greeter") == program_id
-    assert resolve_program_id(ws, cluster) == workspace.program_id  # the coordinator's id is untouched
+    assert (
+        resolve_program_id(ws, cluster) == workspace.program_id
+    )  # the coordinator's id is untouched
     unknown = workspace.cli("deploy", "--program", "nonesuch")
     assert unknown.exit_code == 1 and "cohort ships coordinator, greeter" in unknown.output
     one_keypair = workspace.cli("deploy", "--all", "--program-keypair", str(contracts / "k.json"))
-    assert one_keypair.exit_code == 1 and "--program-keypair is one program's keypair" in one_keypair.output
+    assert (
+        one_keypair.exit_code == 1
+        and "--program-keypair is one program's keypair" in one_keypair.output
+    )
     # --all: every shipped program, the same way (priced here: a dry run sends nothing)
-    shutil.copyfile(build.CONTRACTS_DIR / "target" / "coordinator.so", contracts / "target" / "coordinator.so")
+    shutil.copyfile(
+        build.CONTRACTS_DIR / "target" / "coordinator.so", contracts / "target" / "coordinator.so"
+    )
     priced = workspace.cli("deploy", "--all", "--dry-run", "--no-build")
     assert priced.exit_code == 0, priced.output
     assert "deploying coordinator" in priced.output and "deploying greeter" in priced.output
     as_json = workspace.cli("deploy", "--all", "--dry-run", "--no-build", "--json")
     assert as_json.exit_code == 0, as_json.output
     plans = json.loads(as_json.output)
-    assert [(p["program"], p["dry_run"]) for p in plans] == [("coordinator", True), ("greeter", True)]
+    assert [(p["program"], p["dry_run"]) for p in plans] == [
+        ("coordinator", True),
+        ("greeter", True),
+    ]
     assert all(p["needed"] > 0 and p["elf_size"] > 0 for p in plans)
 
     abi = generated_module(contracts / "greeter" / "greeter_abi.py")
@@ -127,8 +142,13 @@ def test_a_second_program_deploys_and_answers_its_generated_types(workspace, con
             return await rpc.transaction_logs(signature)
 
     logs = asyncio.run(greet(3))
-    (data,) = [line.removeprefix("Program data: ") for line in logs if line.startswith("Program data: ")]
+    (data,) = [
+        line.removeprefix("Program data: ") for line in logs if line.startswith("Program data: ")
+    ]
     event = base64.b64decode(data)
-    assert event[:32] == bytes(workspace.wallet.pubkey()) and int.from_bytes(event[32:36], "little") == 3
+    assert (
+        event[:32] == bytes(workspace.wallet.pubkey())
+        and int.from_bytes(event[32:36], "little") == 3
+    )
     with pytest.raises(CohortError, match=r"6000|0x1770"):
         asyncio.run(greet(2))  # the C read a field the Python did not send: WrongArguments

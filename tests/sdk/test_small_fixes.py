@@ -36,7 +36,9 @@ def test_a_wallet_is_not_written_through_a_planted_symlink(tmp_path: Path):
     save_keypair(Keypair(), tmp_path / "id.json")
     assert victim.read_text() == "keep me"
     assert not (tmp_path / "id.json").is_symlink()
-    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and p.name != "id.json.tmp"] == []
+    assert [
+        p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and p.name != "id.json.tmp"
+    ] == []
 
 
 def test_update_refuses_the_config_of_another_run(workspace, helpers, tmp_path: Path):
@@ -44,7 +46,9 @@ def test_update_refuses_the_config_of_another_run(workspace, helpers, tmp_path: 
     program = {"COHORT_PROGRAM_ID": str(ws.program_id)}
     mine = helpers.config_copy(tmp_path, "update-target")
     assert ws.cli("run", "create", str(mine), "--paused", env=program).exit_code == 0
-    other = helpers.config_copy(tmp_path, "another-run", **{"total_steps = 2000": "total_steps = 10"})
+    other = helpers.config_copy(
+        tmp_path, "another-run", **{"total_steps = 2000": "total_steps = 10"}
+    )
     before = ws.localnet.transaction_count()
     line = helpers.one_error_line(ws.cli("run", "update", "update-target", str(other), env=program))
     assert "[run].id is 'another-run' but the run is 'update-target'" in line and str(other) in line
@@ -71,7 +75,9 @@ def test_deploy_leaves_the_anchorfile_alone(workspace, tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert workspace.anchorfile.read_bytes() == before
     deployed = str(load_keypair(keypair).pubkey())
-    assert f'coordinator = "{deployed}"' in (workspace.root / ".cohort" / "programs.toml").read_text()
+    assert (
+        f'coordinator = "{deployed}"' in (workspace.root / ".cohort" / "programs.toml").read_text()
+    )
     # read back by the next command without --program-id
     listed = workspace.cli("run", "list", "--json")
     assert listed.exit_code == 0 and json.loads(listed.output) == [], listed.output

@@ -30,7 +30,13 @@ VECTOR_SEED = ("2e8905819b8723fe2c1d161860e5ee1830318dbf49a83bd451cfb8440c28bd6f
 # solana-keygen: keypair_from_seed(seed[..32]), an ed25519 key from the seed's first 32 bytes
 VECTOR_ADDRESS = "5emnAsg7AQ5Nh8DxRbATbgyCLQj2X9x5zHdWnt2Gkeie"
 
-COHORT_VARS = ("COHORT_CLUSTER", "COHORT_WALLET", "COHORT_PROGRAM_ID", "COHORT_ANCHORFILE", "COHORT_WS_URL")
+COHORT_VARS = (
+    "COHORT_CLUSTER",
+    "COHORT_WALLET",
+    "COHORT_PROGRAM_ID",
+    "COHORT_ANCHORFILE",
+    "COHORT_WS_URL",
+)
 
 
 def test_seed_phrase_derivation_matches_the_bip39_vector_and_solana_keygen():
@@ -40,7 +46,10 @@ def test_seed_phrase_derivation_matches_the_bip39_vector_and_solana_keygen():
     assert keypair == Keypair.from_seed(seed[:32])
     assert str(keypair.pubkey()) == VECTOR_ADDRESS
     # spacing and case do not matter; the passphrase is NFKD-normalized as BIP39 says
-    assert keypair_from_seed_phrase("  " + VECTOR_PHRASE.upper().replace(" ", "\t "), "TREZOR") == keypair
+    assert (
+        keypair_from_seed_phrase("  " + VECTOR_PHRASE.upper().replace(" ", "\t "), "TREZOR")
+        == keypair
+    )
     composed, decomposed = "caf\u00e9", "cafe\u0301"
     expected = hashlib.pbkdf2_hmac("sha512", VECTOR_PHRASE.encode(),
                                    ("mnemonic" + unicodedata.normalize("NFKD", composed)).encode(), 2048)  # fmt: skip
@@ -60,7 +69,9 @@ def test_new_seed_phrases_are_valid_and_bad_ones_say_why():
         check_seed_phrase(VECTOR_PHRASE.replace("yellow", "legal"))
 
 
-def test_wallet_new_prints_a_seed_phrase_that_recover_turns_back_into_the_keypair(tmp_path: Path, monkeypatch):
+def test_wallet_new_prints_a_seed_phrase_that_recover_turns_back_into_the_keypair(
+    tmp_path: Path, monkeypatch
+):
     for var in COHORT_VARS:
         monkeypatch.delenv(var, raising=False)
     runner = CliRunner()
@@ -70,7 +81,9 @@ def test_wallet_new_prints_a_seed_phrase_that_recover_turns_back_into_the_keypai
     answer = json.loads(made.output)
     assert answer["path"] == str(first) and not answer["bip39_passphrase"]
     assert answer["address"] == str(load_keypair(first).pubkey())
-    back = runner.invoke(cli, ["wallet", "recover", "-k", str(second), "--json"], input=answer["seed_phrase"] + "\n")
+    back = runner.invoke(
+        cli, ["wallet", "recover", "-k", str(second), "--json"], input=answer["seed_phrase"] + "\n"
+    )
     assert back.exit_code == 0, back.output
     assert json.loads(back.output)["address"] == answer["address"]
     assert second.read_bytes() == first.read_bytes() and second.stat().st_mode & 0o777 == 0o600
@@ -148,7 +161,9 @@ def test_the_solana_cli_config_sits_below_flags_environment_and_anchorfile(home:
     anchorfile.write_text('[clusters]\nmine = "http://127.0.0.1:7000"\n')
     assert resolve_cluster(load_workspace()).name == "devnet"
     assert resolve_wallet(load_workspace()) == Path("/keys/solana.json")
-    anchorfile.write_text('[provider]\ncluster = "mine"\nwallet = "me.json"\n\n[clusters]\nmine = "http://127.0.0.1:7000"\n')
+    anchorfile.write_text(
+        '[provider]\ncluster = "mine"\nwallet = "me.json"\n\n[clusters]\nmine = "http://127.0.0.1:7000"\n'
+    )
     assert resolve_cluster(load_workspace()).name == "mine"
     assert resolve_wallet(load_workspace()) == Path.cwd() / "me.json"
 
@@ -163,11 +178,15 @@ def test_the_solana_cli_config_sits_below_flags_environment_and_anchorfile(home:
     # a custom websocket URL of the Solana config is used with its RPC URL; a bad URL names the file
     monkeypatch.delenv("COHORT_CLUSTER")
     anchorfile.unlink()
-    solana_config(home, "json_rpc_url: http://localhost:8899\nwebsocket_url: ws://localhost:9999/\n")
+    solana_config(
+        home, "json_rpc_url: http://localhost:8899\nwebsocket_url: ws://localhost:9999/\n"
+    )
     cluster = resolve_cluster(load_workspace())
     assert cluster.name == "localnet" and cluster.ws_url == "ws://localhost:9999/"
     path = solana_config(home, "json_rpc_url: api.devnet.solana.com\n")
-    with pytest.raises(ConfigError, match=f"{path} json_rpc_url: 'api.devnet.solana.com' is not an http"):
+    with pytest.raises(
+        ConfigError, match=f"{path} json_rpc_url: 'api.devnet.solana.com' is not an http"
+    ):
         resolve_cluster(load_workspace())
 
 
@@ -176,9 +195,13 @@ def test_short_cluster_names_like_the_solana_cli(home: Path):
     for short, name in (("l", "localnet"), ("localhost", "localnet"), ("d", "devnet"), ("t", "testnet"),
                         ("m", "mainnet-beta"), ("mainnet", "mainnet-beta"), ("mainnet-beta", "mainnet-beta")):  # fmt: skip
         assert resolve_cluster(workspace, short).name == name
-    assert resolve_cluster(workspace, "https://api.devnet.solana.com").name == "devnet"  # its program ids
+    assert (
+        resolve_cluster(workspace, "https://api.devnet.solana.com").name == "devnet"
+    )  # its program ids
     (Path.cwd() / "Anchorfile.toml").write_text('[clusters]\nlocalnet = "http://127.0.0.1:7000"\n')
-    assert resolve_cluster(load_workspace(), "l").url == "http://127.0.0.1:7000"  # the workspace's localnet
+    assert (
+        resolve_cluster(load_workspace(), "l").url == "http://127.0.0.1:7000"
+    )  # the workspace's localnet
     with pytest.raises(ConfigError, match=r"unknown cluster 'x'.*\(or l, d, t, m\)"):
         resolve_cluster(workspace, "x")
 
@@ -189,17 +212,29 @@ def test_the_cli_reads_the_solana_config_with_a_temporary_home(workspace, home: 
     wallet = home / "solana-id.json"
     wallet.write_text(json.dumps(list(bytes(keypair))))
     workspace.localnet.airdrop(keypair.pubkey(), 3)
-    solana_config(home, f"json_rpc_url: {workspace.localnet.net.http_url}\nkeypair_path: {wallet}\n")
+    solana_config(
+        home, f"json_rpc_url: {workspace.localnet.net.http_url}\nkeypair_path: {wallet}\n"
+    )
     runner = CliRunner()
     balance = runner.invoke(cli, ["wallet", "balance", "--json"])
     assert balance.exit_code == 0, balance.output
-    assert json.loads(balance.output) == {"address": str(keypair.pubkey()), "lamports": 3 * 10**9, "sol": 3.0}
+    assert json.loads(balance.output) == {
+        "address": str(keypair.pubkey()),
+        "lamports": 3 * 10**9,
+        "sol": 3.0,
+    }
     # the session workspace's localnet by its short name, its wallet by the Anchorfile
     env = {"COHORT_ANCHORFILE": str(workspace.anchorfile)}
-    short = runner.invoke(cli, ["wallet", "airdrop", "1", str(keypair.pubkey()), "-u", "l", "--json"], env=env)
+    short = runner.invoke(
+        cli, ["wallet", "airdrop", "1", str(keypair.pubkey()), "-u", "l", "--json"], env=env
+    )
     assert short.exit_code == 0, short.output
     answer = json.loads(short.output)
-    assert answer["lamports"] == 4 * 10**9 and answer["requested_lamports"] == 10**9 and answer["signature"]
+    assert (
+        answer["lamports"] == 4 * 10**9
+        and answer["requested_lamports"] == 10**9
+        and answer["signature"]
+    )
 
 
 def test_run_commands_print_json(workspace, helpers, tmp_path: Path):
@@ -207,7 +242,9 @@ def test_run_commands_print_json(workspace, helpers, tmp_path: Path):
     created = workspace.cli("run", "create", str(config), "--paused", "--json")
     assert created.exit_code == 0, created.output
     answer = json.loads(created.output)
-    assert answer["run_id"] == "json-run" and answer["open"] is False and answer["memory"]["total"] > 0
+    assert (
+        answer["run_id"] == "json-run" and answer["open"] is False and answer["memory"]["total"] > 0
+    )
     resumed = json.loads(workspace.cli("run", "resume", "json-run", "--json").output)
     assert resumed["run_id"] == "json-run" and resumed["address"] == answer["address"]
     assert resumed["phase"] == "WaitingForMembers"
@@ -219,4 +256,8 @@ def test_run_commands_print_json(workspace, helpers, tmp_path: Path):
     granted = json.loads(workspace.cli("run", "authorize", "json-run", grantee, "--json").output)
     assert granted["wallet"] == grantee and granted["allowed"] and granted["join_policy"] == "Open"
     closed = json.loads(workspace.cli("run", "close", "json-run", "--json").output)
-    assert closed == {"run": "json-run", "closed": True, "recipient": str(workspace.wallet.pubkey())}
+    assert closed == {
+        "run": "json-run",
+        "closed": True,
+        "recipient": str(workspace.wallet.pubkey()),
+    }

@@ -52,11 +52,23 @@ def test_the_sdks_typed_arguments_encode_as_the_idl_coder_does():
                "weights_digest": 9, "metadata": metadata}  # fmt: skip
     same_as_idl("witness", abi.WitnessAccounts(user=user, run=run), witness_args(witness), witness)
     vote = {"index": 2, "step": 40, "manifest": b"\x07" * 32}
-    same_as_idl("vote_weights", abi.VoteWeightsAccounts(user=user, run=run), abi.VoteWeightsArgs(**vote), vote)
+    same_as_idl(
+        "vote_weights",
+        abi.VoteWeightsAccounts(user=user, run=run),
+        abi.VoteWeightsArgs(**vote),
+        vote,
+    )
     check = {"step": 5, "trainer": 1, "reason": "PayloadMismatch"}
-    same_as_idl("report_check", abi.ReportCheckAccounts(user=user, run=run), abi.ReportCheckArgs(**check), check)
+    same_as_idl(
+        "report_check",
+        abi.ReportCheckAccounts(user=user, run=run),
+        abi.ReportCheckArgs(**check),
+        check,
+    )
     grant = {"grantee": Pubkey.new_unique(), "allowed": True}
-    accounts = abi.SetJoinAuthorizationAccounts(join_authority=user, run=run, authorization=Pubkey.new_unique())
+    accounts = abi.SetJoinAuthorizationAccounts(
+        join_authority=user, run=run, authorization=Pubkey.new_unique()
+    )
     same_as_idl("set_join_authorization", accounts, abi.SetJoinAuthorizationArgs(**grant), grant)
 
 
@@ -68,4 +80,3 @@ def test_a_wrong_value_names_its_field():
     with pytest.raises(IdlError, match="missing"):
         witness_args({"step": 1, "metadata": {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0,
                                               "bytes_received": 0, "eval_loss": 0.0, "eval_tokens": 0}})  # fmt: skip
-

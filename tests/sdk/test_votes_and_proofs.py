@@ -16,7 +16,9 @@ from cohort.sdk.run_config import load_run_file
 from cohort.sdk.statements import result_statement
 
 
-def signed(client: RunClient, node: Keypair, run, epoch: int, step: int, payload: bytes) -> SignedResult:
+def signed(
+    client: RunClient, node: Keypair, run, epoch: int, step: int, payload: bytes
+) -> SignedResult:
     commitment = hashlib.sha256(payload).digest()
     message = result_statement(client.idl, run, epoch, step, (0, 8), commitment)
     return SignedResult(epoch, step, (0, 8), commitment, bytes(node.sign_message(message)))
@@ -45,10 +47,14 @@ async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers,
         first = signed(client, node, run.address, epoch, step, b"one")
         second = signed(client, node, run.address, epoch, step, b"two")
         with pytest.raises(ValueError, match="different commitments"):
-            await client.report_equivocation(members[0], run.address, accused.index, accused.p2p_identity, first, first)
+            await client.report_equivocation(
+                members[0], run.address, accused.index, accused.p2p_identity, first, first
+            )
         reporter = Keypair()
         await rpc.airdrop(reporter.pubkey(), 10**9)
-        await client.report_equivocation(reporter, run.address, accused.index, accused.p2p_identity, first, second)
+        await client.report_equivocation(
+            reporter, run.address, accused.index, accused.p2p_identity, first, second
+        )
         run = await client.fetch_run("votes")
         assert run.clients[1].state == "Convicted"
         assert next(e for e in run.registry if e.signer == accused.signer).earned == 0  # forfeited
@@ -71,4 +77,6 @@ async def test_votes_equivocation_and_points_through_the_sdk(workspace, helpers,
                 continue
             assert core.idl.decode_account("Points", points)["points"] == owed[wallet.pubkey()]
             await client.close_points(wallet, run.address)
-            assert await rpc.account_data(client.points_address(run.address, wallet.pubkey())) is None
+            assert (
+                await rpc.account_data(client.points_address(run.address, wallet.pubkey())) is None
+            )

@@ -15,7 +15,9 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import load_run_file
 
 
-async def collect(client: RunClient, run_id: str, until, timeout: float = 20, hot: bool = False) -> list:
+async def collect(
+    client: RunClient, run_id: str, until, timeout: float = 20, hot: bool = False
+) -> list:
     """States from watch until `until(state)` holds."""
     seen = []
 
@@ -52,7 +54,9 @@ async def test_watch_yields_each_phase_change_of_a_scripted_epoch(
         members = [Keypair() for _ in range(run_file.config.init_min_clients)]
         for m in members:
             await rpc.airdrop(m.pubkey(), 10**9)
-        watcher = asyncio.create_task(collect(client, run_id, lambda s: s.progress.epoch == 1, hot=hot))
+        watcher = asyncio.create_task(
+            collect(client, run_id, lambda s: s.progress.epoch == 1, hot=hot)
+        )
         await asyncio.sleep(0.3)  # subscribed before the script starts
         played = await play_epoch(client, run_id, members)
         states = await watcher
@@ -67,7 +71,9 @@ async def test_watch_yields_each_phase_change_of_a_scripted_epoch(
     assert played in (direct, passed)
     assert phases(states) in (played, passed)
     in_rounds = (RunState.RoundTrain, RunState.RoundWitness)
-    assert all(s.fresh_records for s in states if s.state not in in_rounds)  # other phases: full reads
+    assert all(
+        s.fresh_records for s in states if s.state not in in_rounds
+    )  # other phases: full reads
     assert any(not s.fresh_records for s in states if s.state in in_rounds) == hot
     nonces = [s.nonce for s in states]
     assert nonces == sorted(set(nonces)), "stale or repeated updates were yielded"

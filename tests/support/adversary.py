@@ -38,7 +38,9 @@ def _negated(codec, payload: bytes) -> bytes:
 
     result = codec.decode(payload).result
     tiles = tuple(SparseTiles(t.indices, -t.values) for t in result.tiles)
-    return codec.encode(DistroResult(result.step, result.batch, tiles, result.state))  # its honest state
+    return codec.encode(
+        DistroResult(result.step, result.batch, tiles, result.state)
+    )  # its honest state
 
 
 def _made_up(codec, step: int, batch, minimal: bool) -> bytes:
@@ -51,7 +53,9 @@ def _made_up(codec, step: int, batch, minimal: bool) -> bytes:
             indices = torch.arange(b.topk).expand(b.num_tiles, b.topk).clone()
             values = torch.ones(b.num_tiles, b.topk)
         else:
-            indices = torch.rand(b.num_tiles, b.totalk).argsort(dim=1)[:, : b.topk].sort(dim=1).values
+            indices = (
+                torch.rand(b.num_tiles, b.totalk).argsort(dim=1)[:, : b.topk].sort(dim=1).values
+            )
             values = torch.randn(b.num_tiles, b.topk)
         tiles.append(SparseTiles(indices, values))
     return codec.encode(DistroResult(step, batch, tuple(tiles)))
@@ -61,7 +65,9 @@ def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
     from cohort.client.distro import DistroResult
 
     result = codec.decode(payload).result
-    return codec.encode(DistroResult(step, batch, result.tiles, result.state))  # the peer's state commitment too
+    return codec.encode(
+        DistroResult(step, batch, result.tiles, result.state)
+    )  # the peer's state commitment too
 
 
 def install(mode: str) -> None:
@@ -79,7 +85,9 @@ def install(mode: str) -> None:
         batch = BatchId(start, end)
         tokens = (end - start) * self.spec.max_seq_len
         if mode in ("random", "lazy"):
-            return StepOutput(_made_up(self.codec, step, batch, minimal=mode == "lazy"), 0.0, tokens, 1e-3)
+            return StepOutput(
+                _made_up(self.codec, step, batch, minimal=mode == "lazy"), 0.0, tokens, 1e-3
+            )
         if mode == "copy":
             others = [p for p in getattr(self, "_applied", []) if p != getattr(self, "_own", None)]
             if others:
@@ -147,8 +155,12 @@ def install(mode: str) -> None:
             other = commitment_of(bytes(twin))
             self.node.store.put_verified(other, bytes(twin), step)
             epoch = self.view.run.epoch_number if self.view is not None else 0
-            signature = self.key.sign(result_statement(self.idl, self.run_address, epoch, step, batch, other))
-            await self.node.announce(step, Result(step, *batch, other, len(twin), signature).encode())
+            signature = self.key.sign(
+                result_statement(self.idl, self.run_address, epoch, step, batch, other)
+            )
+            await self.node.announce(
+                step, Result(step, *batch, other, len(twin), signature).encode()
+            )
 
         Exchange.publish = publish
 

@@ -15,13 +15,18 @@ TESTS = str(Path(__file__).resolve().parents[1])
 def adversary(mode: str) -> dict:
     """start_trainer's arguments for a member running the client with behaviour `mode` swapped."""
     path = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH", "")) if p)
-    return {"entry": ("-m", "support.adversary"), "env": {"COHORT_ADVERSARY": mode, "PYTHONPATH": path}}
+    return {
+        "entry": ("-m", "support.adversary"),
+        "env": {"COHORT_ADVERSARY": mode, "PYTHONPATH": path},
+    }
 
 
 async def conviction(lr: LocalRun, member: TrainerProcess, timeout: float, what: str) -> Run:
     """The run once `member` is convicted on chain."""
     key = member.wallet.pubkey()
-    return await lr.wait_for(lambda r: (c := r.client(key)) is not None and c.state == "Convicted", timeout, what)
+    return await lr.wait_for(
+        lambda r: (c := r.client(key)) is not None and c.state == "Convicted", timeout, what
+    )
 
 
 async def honest_epoch(lr: LocalRun, honest: list[TrainerProcess], cheats: list[TrainerProcess], epoch: int,
@@ -29,7 +34,9 @@ async def honest_epoch(lr: LocalRun, honest: list[TrainerProcess], cheats: list[
     """Wait for `epoch` to end, then check that the honest members came through it unharmed: alive, no
     failure, none left, their replicas identical at its end, each earned points; the cheats earned none.
     Returns the run after the epoch."""
-    end = await lr.wait_for(lambda r: r.progress.epoch >= epoch + 1, timeout, f"the end of epoch {epoch}")
+    end = await lr.wait_for(
+        lambda r: r.progress.epoch >= epoch + 1, timeout, f"the end of epoch {epoch}"
+    )
     await lr.wait_for_events("epoch_end", 1, 30, trainers=honest, epoch=epoch)
     assert all(t.alive for t in honest)
     assert not [f for t in honest for f in failures(t)], [f for t in honest for f in failures(t)]

@@ -32,6 +32,7 @@ SLOT_HASHES_MAX = 512  # entries the SlotHashes sysvar keeps
 def hash_of_slot(slot: int) -> bytes:
     return hashlib.sha256(struct.pack("<Q", slot)).digest()
 
+
 ALL_PARTICIPANTS = b"\xff" * 32  # a witness's participant bitmap that saw everyone
 
 TIMING = {
@@ -114,7 +115,9 @@ class Chain:
         newest = self.slot_history[0][0] if self.slot_history else self.slot - 2
         newest = max(newest, self.slot - 1 - SLOT_HASHES_MAX)
         fresh = [(s, hash_of_slot(s)) for s in range(self.slot - 1, newest, -1)]
-        self.slot_history = [e for e in fresh + self.slot_history if e[0] < self.slot][:SLOT_HASHES_MAX]
+        self.slot_history = [e for e in fresh + self.slot_history if e[0] < self.slot][
+            :SLOT_HASHES_MAX
+        ]
         if slot_hash is not None:
             self.slot_history[0] = (self.slot_history[0][0], slot_hash)
         self.svm.set_slot_hashes(self.svm_slot_hashes())
@@ -224,14 +227,20 @@ class Chain:
         return Pubkey.find_program_address(seeds, self.program_id)[0]
 
     def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
-        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
+        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[
+            0
+        ]
 
     def endpoint_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
-        return Pubkey.find_program_address([b"endpoint", bytes(run), bytes(wallet)], self.program_id)[0]
+        return Pubkey.find_program_address(
+            [b"endpoint", bytes(run), bytes(wallet)], self.program_id
+        )[0]
 
     def settle_points(self, payer: Keypair, run: Pubkey, wallet: Pubkey) -> TransactionMetadata:
         """settle_points of `wallet`'s unclaimed points, sent and paid for by `payer` (anyone)."""
-        return self.call("settle_points", payer, run, {"wallet": wallet}, points=self.points_address(run, wallet))
+        return self.call(
+            "settle_points", payer, run, {"wallet": wallet}, points=self.points_address(run, wallet)
+        )
 
     def points(self, run: Pubkey, wallet: Pubkey) -> int | None:
         """Claimed points in the wallet's Points account (None: no account)."""
@@ -312,7 +321,9 @@ class Chain:
         `throughput` (tokens/s) sets the member's share of each batch; 0 counts as the median."""
         node_key = node_key or Keypair()
         marker = self.state(run)["next_active"]
-        proof = ed25519_instruction(node_key, join_proof_message(self.idl, run, wallet.pubkey(), marker))
+        proof = ed25519_instruction(
+            node_key, join_proof_message(self.idl, run, wallet.pubkey(), marker)
+        )
         args = {"p2p_identity": node_key.pubkey(), "endpoint": endpoint, "throughput": throughput}
         join = self.call_ix("join_run", wallet, run, args, authorization=authorization or run)
         return [proof, join]
@@ -321,9 +332,13 @@ class Chain:
         """A proven join (join_ixs) that must succeed."""
         return self.send(self.join_ixs(wallet, run, node_key, **join), [wallet])
 
-    def join_fails(self, wallet: Keypair, run: Pubkey, node_key: Keypair | None = None, **join: Any) -> str:
+    def join_fails(
+        self, wallet: Keypair, run: Pubkey, node_key: Keypair | None = None, **join: Any
+    ) -> str:
         """A proven join that the program refuses; returns the error's IDL name."""
-        return self.send_fails(self.join_ixs(wallet, run, node_key, **join), [wallet], run).name or "?"
+        return (
+            self.send_fails(self.join_ixs(wallet, run, node_key, **join), [wallet], run).name or "?"
+        )
 
 
 def _custom_code(err: object) -> int | None:
@@ -353,7 +368,9 @@ def witness_order(seed: int, mask: bytes) -> list[int]:
     code: a Fisher-Yates shuffle of the trainers (in index order) driven by the LCG, seeded by the first 8
     bytes of sha256(seed_le || "witness")."""
     out = [i for i in range(256) if mask[i // 8] >> (i % 8) & 1]
-    state = int.from_bytes(hashlib.sha256(struct.pack("<Q", seed) + b"witness").digest()[:8], "little")
+    state = int.from_bytes(
+        hashlib.sha256(struct.pack("<Q", seed) + b"witness").digest()[:8], "little"
+    )
     for i in range(len(out), 1, -1):
         state = (state * LCG_A + LCG_C) % 2**64
         j = (state * i) >> 64  # the high bits: the LCG's low bits have short periods
@@ -387,8 +404,14 @@ def make_witness(
         "participants": participants,
         "results_root": results_root(participants) if root is None else root,
         "weights_digest": digest,
-        "metadata": {"loss": 3.5, "tokens_per_sec": 1000.0, "bytes_sent": 10, "bytes_received": 20,
-                     "eval_loss": 0.0, "eval_tokens": 0},
+        "metadata": {
+            "loss": 3.5,
+            "tokens_per_sec": 1000.0,
+            "bytes_sent": 10,
+            "bytes_received": 20,
+            "eval_loss": 0.0,
+            "eval_tokens": 0,
+        },
     }
 
 
@@ -423,7 +446,11 @@ def play_round(
 
     def over() -> bool:
         now = chain.state(run)
-        return now["seed_pending"] or now["progress"]["step"] != step or now["run_state"] not in ROUND_PHASES
+        return (
+            now["seed_pending"]
+            or now["progress"]["step"] != step
+            or now["run_state"] not in ROUND_PHASES
+        )
 
     chain.advance(config["round_witness_time"])  # training takes time (a round is never instant)
     submitted = 0

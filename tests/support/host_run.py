@@ -42,7 +42,9 @@ class HostRun:
     # -- time ---------------------------------------------------------------------------------------
     def env(self) -> Env:
         """Clock and slot as the test set them; SlotHashes lists the last 512 blocks, as on chain."""
-        hashes = tuple((s, _slot_hash(s)) for s in range(self.slot - 1, max(self.slot - 513, 0), -1))
+        hashes = tuple(
+            (s, _slot_hash(s)) for s in range(self.slot - 1, max(self.slot - 513, 0), -1)
+        )
         return Env(self.now, hashes[0][1], self.address, self.slot, hashes)
 
     def advance(self, seconds: int = 0, slots: int = 1) -> None:
@@ -51,7 +53,9 @@ class HostRun:
 
     # -- the Run ------------------------------------------------------------------------------------
     def run(self) -> Run:
-        return Run.decode(self.address, self.core.idl.accounts["Run"] + bytes(self.state), self.core.idl)
+        return Run.decode(
+            self.address, self.core.idl.accounts["Run"] + bytes(self.state), self.core.idl
+        )
 
     def do(self, name: str, *args: Any) -> int:
         return getattr(self.core, name)(self.state, self.env(), *args)
@@ -86,7 +90,9 @@ class HostRun:
         return {i: p for i in range(len(self.run().clients))
                 if (p := self.core.witness_seat(bytes(self.state), i)) is not None}  # fmt: skip
 
-    def witness(self, index: int, root: bytes, participants: bytes = b"\xff" * 32, digest: int = 7) -> int:
+    def witness(
+        self, index: int, root: bytes, participants: bytes = b"\xff" * 32, digest: int = 7
+    ) -> int:
         run = self.run()
         args = {"step": run.progress.step, "index": index, "position": self.seats()[index],
                 "participants": participants, "results_root": root, "weights_digest": digest,

@@ -44,8 +44,14 @@ Metadata = Callable[[int, int], dict]  # (step, epoch client index) -> a witness
 
 
 def zero_metadata(step: int, index: int) -> dict:
-    return {"loss": 0.0, "tokens_per_sec": 0.0, "bytes_sent": 0, "bytes_received": 0, "eval_loss": 0.0,
-            "eval_tokens": 0}
+    return {
+        "loss": 0.0,
+        "tokens_per_sec": 0.0,
+        "bytes_sent": 0,
+        "bytes_received": 0,
+        "eval_loss": 0.0,
+        "eval_tokens": 0,
+    }
 
 
 async def start_epoch(
@@ -63,7 +69,9 @@ async def start_epoch(
     for k, wallet in enumerate(members):
         await client.join_run(wallet, run_id, node_keys[k] if node_keys else Keypair())
     run = await state()
-    if run.state == RunState.WaitingForMembers:  # a join after the wait ran out starts the epoch itself
+    if (
+        run.state == RunState.WaitingForMembers
+    ):  # a join after the wait ran out starts the epoch itself
         await warp(client, config.waiting_for_members_extra_time)
         await client.tick(members[0], run_id)
         run = await state()
@@ -118,7 +126,9 @@ async def play_epoch(
     await warp(client, config.epoch_time)  # the epoch times out: one flush round follows this one
     while run.state == RunState.RoundTrain:
         await submit_witnesses(client, run, members, metadata)
-        run = await state()  # the majority decided the step: the next round started (or waits for its
+        run = (
+            await state()
+        )  # the majority decided the step: the next round started (or waits for its
         # seed, in the slot this one began in), or Cooldown
         await client.start_pending_round(members[0], run_id)
         run = await state()

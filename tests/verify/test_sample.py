@@ -79,7 +79,9 @@ def _check(steps, before: bytes | None = None, after: bytes | None = None, paylo
                          state_before=_only(b, wanted), state_before_commitment=b.commitment,
                          state_after=_only(a, wanted), state_after_commitment=a.commitment, seed=seed)  # fmt: skip
     read = sum(len(p) for h, p in (b.parts | a.parts).items() if h in wanted)
-    whole = sum(f.size for f in honest_b.manifest.files + honest_a.manifest.files if f.name != SIGNS_FILE)
+    whole = sum(
+        f.size for f in honest_b.manifest.files + honest_a.manifest.files if f.name != SIGNS_FILE
+    )
     return verdict, read / whole
 
 
@@ -92,16 +94,24 @@ def test_a_state_written_to_disk_commits_like_its_bytes(steps, tmp_path):
 
 def test_the_sample_is_drawn_from_the_seed(steps):
     layout = steps["opt"].layout
-    first, again, other = sample_bands(layout, b"a"), sample_bands(layout, b"a"), sample_bands(layout, b"b")
+    first, again, other = (
+        sample_bands(layout, b"a"),
+        sample_bands(layout, b"a"),
+        sample_bands(layout, b"b"),
+    )
     assert first == again and first != other and len(first) == len(set(first)) == CHECK_SAMPLES
     assert list(first) == sorted(first, key=lambda s: (s.bucket, s.band.start))
-    assert len(sample_bands(layout, b"a", count=10_000)) < 10_000  # every band, once, when asked for more
+    assert (
+        len(sample_bands(layout, b"a", count=10_000)) < 10_000
+    )  # every band, once, when asked for more
 
 
 def test_an_honest_step_passes_reading_a_fraction_of_its_states(steps):
     verdict, fraction = _check(steps)
     assert verdict.passed and verdict.metrics["exact"] == 1.0, verdict
-    print(f"sampled {verdict.metrics['sampled']:.3f} of the values, read {fraction:.3f} of the two states")
+    print(
+        f"sampled {verdict.metrics['sampled']:.3f} of the values, read {fraction:.3f} of the two states"
+    )
     assert 0 < verdict.metrics["sampled"] < 0.6 and fraction < 0.7, (verdict.metrics, fraction)
     for seed in (b"1", b"2"):  # other samples of the same step
         assert _check(steps, seed=seed)[0].passed
@@ -113,7 +123,9 @@ def test_cheats_fail_on_the_sample(steps):
     flipped = codec.encode(DistroResult(2, steps["batch"], tuple(SparseTiles(t.indices, -t.values)
                                                                  for t in result.tiles)))  # fmt: skip
     assert not _check(steps, payload=flipped)[0].passed
-    lazy = decode_state(steps["before"], steps["opt"].layout)  # the state before the step, relabelled
+    lazy = decode_state(
+        steps["before"], steps["opt"].layout
+    )  # the state before the step, relabelled
     stale = encode_state(dataclasses.replace(lazy, step=2), steps["opt"].layout)
     verdict, _ = _check(steps, after=stale)
     assert not verdict.passed and "momentum" in verdict.reason
@@ -136,4 +148,7 @@ def test_a_sign_plane_that_contradicts_the_momentum_is_refused(steps):
                          weights=steps["weights"], published=steps["payload"], state_before=parts,
                          state_before_commitment=parts.commitment, state_after=after,
                          state_after_commitment=after.commitment, seed=SEED)  # fmt: skip
-    assert not verdict.passed and verdict.reason == "refused: its committed sign plane disagrees with its momentum"
+    assert (
+        not verdict.passed
+        and verdict.reason == "refused: its committed sign plane disagrees with its momentum"
+    )

@@ -54,13 +54,19 @@ def test_momentum_in_any_pieces_commits_like_write_state(steps, tmp_path):
     flat = torch.cat([m.reshape(-1) for m in opt.momentum])
     for seed in range(3):
         state = capture(opt, 5)
-        pieces = write_committed(tmp_path / f"pieces-{seed}", opt.layout, 5, cut(flat, seed), state.sent)
+        pieces = write_committed(
+            tmp_path / f"pieces-{seed}", opt.layout, 5, cut(flat, seed), state.sent
+        )
         assert pieces.manifest == whole.manifest and pieces.commitment == whole.commitment
         for name in (STATE_FILE, SIGNS_FILE):
             assert (pieces.root / name).read_bytes() == (whole.root / name).read_bytes()
     assert whole.commitment == commit(state_bytes(opt, 5), opt.layout).commitment
-    bare = write_committed(tmp_path / "bare", opt.layout, 5, [flat], capture(opt, 5).sent, signs=False)
-    assert [f.name for f in bare.manifest.files] == [STATE_FILE] and not (bare.root / SIGNS_FILE).exists()
+    bare = write_committed(
+        tmp_path / "bare", opt.layout, 5, [flat], capture(opt, 5).sent, signs=False
+    )
+    assert [f.name for f in bare.manifest.files] == [STATE_FILE] and not (
+        bare.root / SIGNS_FILE
+    ).exists()
 
 
 def test_momentum_that_is_not_the_layouts_is_refused(tmp_path):

@@ -233,12 +233,21 @@ def test_state_that_does_not_match_its_commitment_is_refused(data, trace):
         state_before=commit(bytes(forged), layout), state_before_commitment=commit(trace.before, layout).commitment,
         state_after=after, state_after_commitment=after.commitment, seed=SEED,
     )  # fmt: skip
-    assert not verdict.passed and verdict.reason == "refused: the supplied state does not match the trainer's commitment"
+    assert (
+        not verdict.passed
+        and verdict.reason == "refused: the supplied state does not match the trainer's commitment"
+    )
     # committed states of the wrong steps are refused too
     verdict = _check(data, trace, before=trace.after)
-    assert not verdict.passed and verdict.reason == "refused: the earlier state was taken after step 3, not 2"
+    assert (
+        not verdict.passed
+        and verdict.reason == "refused: the earlier state was taken after step 3, not 2"
+    )
     verdict = _check(data, trace, after=trace.before)
-    assert not verdict.passed and verdict.reason == "refused: the supplied state was taken after step 2, not 3"
+    assert (
+        not verdict.passed
+        and verdict.reason == "refused: the supplied state was taken after step 2, not 3"
+    )
 
 
 def test_state_bytes_are_strict_and_restore_exactly(trace):

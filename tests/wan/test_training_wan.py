@@ -23,49 +23,80 @@ PROFILES = {
 async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Path, profile: str):
     link = PROFILES[profile]
     nodes = {"rpc": link, "c0": link, "c1": link, "c2": link}
-    config = write_config(tmp_path / "run.toml", epoch_time=20, max_round_train_time=6, warmup_time=15)
+    config = write_config(
+        tmp_path / "run.toml", epoch_time=20, max_round_train_time=6, warmup_time=15
+    )
     bed = make_bed(nodes)
     async with LocalRun(config=config, root=tmp_path / "run", placement=bed) as lr:
         trainers = await lr.start_members(3)
-        await lr.wait_for(lambda r: r.progress.epoch >= 2, 240, "two epochs through the emulated links")
-        await lr.wait_for_events("epoch_end", 1, 30, epoch=1)  # the last checkpoint may still be written
+        await lr.wait_for(
+            lambda r: r.progress.epoch >= 2, 240, "two epochs through the emulated links"
+        )
+        await lr.wait_for_events(
+            "epoch_end", 1, 30, epoch=1
+        )  # the last checkpoint may still be written
         assert all(t.alive for t in trainers)
-        assert not [f for t in trainers for f in failures(t)], [f for t in trainers for f in failures(t)]
+        assert not [f for t in trainers for f in failures(t)], [
+            f for t in trainers for f in failures(t)
+        ]
         for epoch in range(2):
-            ends = [e["digest"] for t in trainers for e in t.events("epoch_end") if e["epoch"] == epoch]
+            ends = [
+                e["digest"] for t in trainers for e in t.events("epoch_end") if e["epoch"] == epoch
+            ]
             assert len(ends) == 3 and len(set(ends)) == 1, (epoch, ends)
         trained = {e["step"] for t in trainers for e in t.events("trained")}
         assert len(trained) >= 8, trained  # two epochs of four or more steps (one flush round each)
 
 
-async def test_a_slow_far_client_trains_a_smaller_share_and_the_run_keeps_going(make_bed, tmp_path: Path):
+async def test_a_slow_far_client_trains_a_smaller_share_and_the_run_keeps_going(
+    make_bed, tmp_path: Path
+):
     """Uneven hardware through emulated links: two clients at 40 ms, one at 160 ms with a quarter of their
     compute (`--slowdown 4`). From the second epoch its share of each batch follows the throughput it
     declared when it joined again, so it computes about as long as the others instead of four times as
     long; nobody leaves, replicas stay bit-identical. The demo's 2 s Cooldown stays: a far client whose last
     apply outlasts it finishes the epoch late (what the Cooldown decided is final)."""
-    fast, slow = Link(delay_ms=40, rate_mbit=50, loss=0.01), Link(delay_ms=160, rate_mbit=20, loss=0.01)
+    fast, slow = (
+        Link(delay_ms=40, rate_mbit=50, loss=0.01),
+        Link(delay_ms=160, rate_mbit=20, loss=0.01),
+    )
     bed = make_bed({"rpc": fast, "c0": fast, "c1": fast, "c2": slow})
     # 24 sequences a client (not the demo's 8), so a step's time is mostly its tokens', not the fixed cost of
     # compressing and encoding a result: a smaller share can only shorten the part that scales with it
     config = write_config(tmp_path / "run.toml", epoch_time=24, max_round_train_time=10, warmup_time=20,
                           global_batch_size_start=72, global_batch_size_end=72)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run", placement=bed) as lr:
-        trainers = await lr.start_members(3, options=lambda i: {"extra": ("--slowdown", "4")} if i == 2 else {})
+        trainers = await lr.start_members(
+            3, options=lambda i: {"extra": ("--slowdown", "4")} if i == 2 else {}
+        )
         await lr.wait_for(lambda r: r.progress.epoch >= 2, 300, "two epochs with a slow far client")
         await lr.wait_for_events("epoch_end", 1, 30, epoch=1)
         assert all(t.alive for t in trainers)
-        assert not [f for t in trainers for f in failures(t)], [f for t in trainers for f in failures(t)]
+        assert not [f for t in trainers for f in failures(t)], [
+            f for t in trainers for f in failures(t)
+        ]
         for epoch in range(2):
-            ends = [e["digest"] for t in trainers for e in t.events("epoch_end") if e["epoch"] == epoch]
+            ends = [
+                e["digest"] for t in trainers for e in t.events("epoch_end") if e["epoch"] == epoch
+            ]
             assert len(ends) == 3 and len(set(ends)) == 1, (epoch, ends)
         starts = {e["epoch"]: e["step"] for e in trainers[0].events("epoch_started")}
 
         def in_epoch_1(trainer, key: str) -> list:
-            return [e[key] for e in trainer.events("trained") if starts[1] <= e["step"] < starts.get(2, 10**9)]
+            return [
+                e[key]
+                for e in trainer.events("trained")
+                if starts[1] <= e["step"] < starts.get(2, 10**9)
+            ]
 
         slow_batch, fast_batch = in_epoch_1(trainers[2], "batch"), in_epoch_1(trainers[0], "batch")
         assert slow_batch and fast_batch
-        assert max(b[1] - b[0] for b in slow_batch) < min(b[1] - b[0] for b in fast_batch), (slow_batch, fast_batch)
-        slow_s, fast_s = sorted(in_epoch_1(trainers[2], "seconds")), sorted(in_epoch_1(trainers[0], "seconds"))
+        assert max(b[1] - b[0] for b in slow_batch) < min(b[1] - b[0] for b in fast_batch), (
+            slow_batch,
+            fast_batch,
+        )
+        slow_s, fast_s = (
+            sorted(in_epoch_1(trainers[2], "seconds")),
+            sorted(in_epoch_1(trainers[0], "seconds")),
+        )
         assert slow_s[len(slow_s) // 2] < 2.5 * fast_s[len(fast_s) // 2], (slow_s, fast_s)

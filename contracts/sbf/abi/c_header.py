@@ -64,7 +64,9 @@ def abi_header(schema: Schema, generated_by: str) -> str:
         lines.append("typedef struct {")
         lines += [_c_decl(schema, f) for f, _ in found.fields]
         lines.append(f"}} {struct.name};")
-        lines.append(f'SOL_STATIC_ASSERT(sizeof({struct.name}) == {found.size}, "{struct.name} layout");')
+        lines.append(
+            f'SOL_STATIC_ASSERT(sizeof({struct.name}) == {found.size}, "{struct.name} layout");'
+        )
         for f, offset in found.fields:
             lines.append(
                 f"SOL_STATIC_ASSERT(__builtin_offsetof({struct.name}, {f.name}) == {offset}, "

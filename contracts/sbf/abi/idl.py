@@ -89,8 +89,13 @@ def idl(schema: Schema) -> dict:
             {"code": 6000 + i, "name": e.name, "msg": e.msg} for i, e in enumerate(schema.errors)
         ],
         "types": types,
-        "constants": [{"name": k, "type": "u64", "value": str(v)} for k, v in schema.constants.items()]
-        + [{"name": k, "type": "bytes", "value": str(list(v))} for k, v in abi.byte_constants.items()],
+        "constants": [
+            {"name": k, "type": "u64", "value": str(v)} for k, v in schema.constants.items()
+        ]
+        + [
+            {"name": k, "type": "bytes", "value": str(list(v))}
+            for k, v in abi.byte_constants.items()
+        ],
     }
 
 

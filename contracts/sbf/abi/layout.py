@@ -49,7 +49,9 @@ def layout(schema: Schema, struct: Struct) -> Layout:
         offset += size
         max_align = max(max_align, align)
     if offset % max_align:
-        raise LayoutError(f"{struct.name} is {offset} bytes, not a multiple of {max_align}; add _pad")
+        raise LayoutError(
+            f"{struct.name} is {offset} bytes, not a multiple of {max_align}; add _pad"
+        )
     return Layout(tuple(out), offset, max_align)
 
 

@@ -22,7 +22,9 @@ class Schema:
     abi: ProgramAbi
     constants: dict[str, int]
     enums: tuple[Enum, ...]
-    structs: tuple[Struct, ...]  # every struct, in C declaration order (a struct after the ones it uses)
+    structs: tuple[
+        Struct, ...
+    ]  # every struct, in C declaration order (a struct after the ones it uses)
     account_types: tuple[Struct, ...]
     arg_types: tuple[Struct, ...]
     events: tuple[Struct, ...]
@@ -33,7 +35,16 @@ class Schema:
         return n if isinstance(n, int) else self.constants[n]
 
 
-_TABLES = ("CONSTANTS", "ENUMS", "STRUCTS", "ACCOUNT_TYPES", "ARG_TYPES", "EVENTS", "INSTRUCTIONS", "ERRORS")
+_TABLES = (
+    "CONSTANTS",
+    "ENUMS",
+    "STRUCTS",
+    "ACCOUNT_TYPES",
+    "ARG_TYPES",
+    "EVENTS",
+    "INSTRUCTIONS",
+    "ERRORS",
+)
 
 
 def _import(path: Path) -> ModuleType:

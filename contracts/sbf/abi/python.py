@@ -135,7 +135,7 @@ def _struct_class(schema: Schema, struct: Struct) -> list[str]:
     if not parts:
         lines.append('        return b""')
     else:
-        lines += ["        return b\"\".join(", "            ("]
+        lines += ['        return b"".join(', "            ("]
         lines += [f"                {p}," for p in parts]
         lines += ["            )", "        )"]
     return lines

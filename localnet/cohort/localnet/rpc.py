@@ -52,7 +52,11 @@ class Dispatcher:
             return dumps(list(await asyncio.gather(*(self.handle(r) for r in request))))
         answer = dumps(await self.handle(request))
         traffic = getattr(self.node, "traffic", None)
-        if traffic is not None and isinstance(request, dict) and isinstance(request.get("method"), str):
+        if (
+            traffic is not None
+            and isinstance(request, dict)
+            and isinstance(request.get("method"), str)
+        ):
             traffic.bytes_by_method[request["method"]] += len(answer)
         return answer
 

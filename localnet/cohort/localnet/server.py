@@ -290,7 +290,9 @@ class Localnet:
             return _too_large(None, cors)
         response = await self._dispatcher.handle_body(body)
         traffic = self.node.traffic
-        traffic.requests += 1 if not body.lstrip().startswith(b"[") else max(body.count(b'"method"'), 1)
+        traffic.requests += (
+            1 if not body.lstrip().startswith(b"[") else max(body.count(b'"method"'), 1)
+        )
         traffic.bytes_in += len(body)
         traffic.bytes_out += len(response)
         return web.Response(body=response, content_type="application/json", headers=cors)

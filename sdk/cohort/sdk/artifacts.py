@@ -139,7 +139,9 @@ def program(*, build: bool = True, name: str = PROGRAM_NAME) -> Path:
         from cohort.sbf import build as sbf_build
 
         try:
-            (built,) = sbf_build.build_all([name], log=lambda _: None, contracts_dir=CHECKOUT_CONTRACTS)
+            (built,) = sbf_build.build_all(
+                [name], log=lambda _: None, contracts_dir=CHECKOUT_CONTRACTS
+            )
         except sbf_build.BuildError as e:
             raise ConfigError(f"build failed: {e}") from None
         return built.so_path

@@ -96,8 +96,12 @@ def build_command(programs: tuple[str, ...], force: bool) -> None:
 
 
 @cli.command()
-@click.option("--clients", default=3, show_default=True, type=click.IntRange(3, 8), help="Training processes.")
-@click.option("--epochs", default=2, show_default=True, type=click.IntRange(1, 20), help="Epochs to train.")
+@click.option(
+    "--clients", default=3, show_default=True, type=click.IntRange(3, 8), help="Training processes."
+)
+@click.option(
+    "--epochs", default=2, show_default=True, type=click.IntRange(1, 20), help="Epochs to train."
+)
 @click.option("--explorer-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="Port of the run explorer (0: any free port).")  # fmt: skip
 def demo(clients: int, epochs: int, explorer_port: int) -> None:

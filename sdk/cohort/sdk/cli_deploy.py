@@ -23,7 +23,9 @@ from .errors import ConfigError
 from .wallet import sol
 
 LOCAL_CONCURRENCY = 16  # writes in flight against a cluster on this machine
-REMOTE_CONCURRENCY = 4  # against a public cluster: a start its rate limits take (it adapts from there)
+REMOTE_CONCURRENCY = (
+    4  # against a public cluster: a start its rate limits take (it adapts from there)
+)
 
 
 def default_concurrency(url: str) -> int:
@@ -102,7 +104,9 @@ def deploy(settings: Settings, program_names: tuple[str, ...], all_programs: boo
 
     names = chosen_programs(program_names, all_programs)
     if program_keypair is not None and len(names) != 1:
-        raise ConfigError("--program-keypair is one program's keypair: name that program with --program")
+        raise ConfigError(
+            "--program-keypair is one program's keypair: name that program with --program"
+        )
     done = []
     for name in names:
         keypair_path = program_keypair or default_program_keypair(settings, name)
@@ -139,10 +143,22 @@ def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, consol
     if dry_run:
         if not quiet:
             _print_cost(settings, name, result, payer)
-        return {"program": name, "cluster": settings.cluster.name, "dry_run": True, **asdict(result),
-                "needed": result.needed, "spent": result.spent}  # lamports
+        return {
+            "program": name,
+            "cluster": settings.cluster.name,
+            "dry_run": True,
+            **asdict(result),
+            "needed": result.needed,
+            "spent": result.spent,
+        }  # lamports
     saved = record_deployment(settings.workspace, settings.cluster.name, result.program_id, name)
-    out = {"program": name, "cluster": settings.cluster.name, "dry_run": False, "saved_in": saved, **asdict(result)}
+    out = {
+        "program": name,
+        "cluster": settings.cluster.name,
+        "dry_run": False,
+        "saved_in": saved,
+        **asdict(result),
+    }
     if quiet:
         return out
     verb = "upgraded" if result.upgraded else "deployed"
@@ -157,14 +173,18 @@ def _deploy_one(settings: Settings, name: str, keypair_path: Path, payer, consol
                    f"writes in flight went down to {result.lowest_concurrency}{pace}")  # fmt: skip
     if result.refunded:
         click.echo(f"closed a buffer of an earlier, different ELF: refunded {sol(result.refunded)}")
-    click.echo(f"program id {result.program_id} (saved in {saved} [programs.{settings.cluster.name}])")
+    click.echo(
+        f"program id {result.program_id} (saved in {saved} [programs.{settings.cluster.name}])"
+    )
     return out
 
 
 def _print_cost(settings: Settings, name: str, cost, payer) -> None:
     program = (f"{cost.program_id} ({'upgrade' if cost.upgrade else 'new'})"
                if cost.program_id else "a new program (its keypair is created when deploying)")  # fmt: skip
-    resumed = f", {cost.writes_done} of {cost.writes} already in a buffer" if cost.writes_done else ""
+    resumed = (
+        f", {cost.writes_done} of {cost.writes} already in a buffer" if cost.writes_done else ""
+    )
     lines = [
         f"dry run, nothing sent: deploying {name} ({cost.elf_size} bytes) to "
         f"{settings.cluster.name} ({settings.cluster.url})",
@@ -176,7 +196,9 @@ def _print_cost(settings: Settings, name: str, cost, payer) -> None:
         f"  fees              {sol(cost.fees)} (5000 lamports a signature)",
     ]
     if cost.stale_buffer_refund:
-        lines.append(f"  refund            {sol(cost.stale_buffer_refund)} (a buffer of an earlier ELF, closed first)")
+        lines.append(
+            f"  refund            {sol(cost.stale_buffer_refund)} (a buffer of an earlier ELF, closed first)"
+        )
     short = cost.needed - cost.balance - cost.stale_buffer_refund
     verdict = "enough" if short <= 0 else f"short by {sol(short)}"
     lines += [

@@ -59,7 +59,9 @@ def publish(settings: Settings, program: str, idl_path: Path | None, as_json: bo
 @idl_group.command("fetch")
 @chain_options
 @program_option
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write it here, not to stdout.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write it here, not to stdout."
+)
 def fetch(settings: Settings, program: str, out: Path | None) -> None:
     """Print the IDL stored on chain for the program."""
     from . import idl_account

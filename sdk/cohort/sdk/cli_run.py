@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-
 @click.group(name="run")
 def run_group() -> None:
     """Create, steer and inspect training runs (RUN is a run id or its account address)."""
@@ -54,7 +53,9 @@ def example(demo: bool) -> None:
     """Print a run config with every key documented, to start from: `cohort run example > run.toml`."""
     from .run_config import packaged_config
 
-    click.echo(packaged_config("demo-run.toml" if demo else "example-run.toml").read_text(), nl=False)
+    click.echo(
+        packaged_config("demo-run.toml" if demo else "example-run.toml").read_text(), nl=False
+    )
 
 
 @run_group.command()
@@ -115,7 +116,9 @@ def _memory_line(run_file: RunFile) -> str:
 @click.option("--verification/--no-verification", default=True, show_default=True,
               help="Whether the run verifies results (members then keep what checks need).")  # fmt: skip
 @json_option
-def presets(vocab_size: int, max_seq_len: int, micro_batch_size: int, verification: bool, as_json: bool) -> None:
+def presets(
+    vocab_size: int, max_seq_len: int, micro_batch_size: int, verification: bool, as_json: bool
+) -> None:
     """List the model presets with their parameters and the memory one member needs to train each; presets
     no single member can hold are marked."""
     from rich.markup import escape
@@ -338,7 +341,9 @@ def authorize(settings: Settings, run_ref: str, wallet_address: str, revoke: boo
         if close_account:
             await client.close_join_authorization(join_authority, state.address, grantee)
         else:
-            await client.set_join_authorization(join_authority, state.address, grantee, allowed=not revoke)
+            await client.set_join_authorization(
+                join_authority, state.address, grantee, allowed=not revoke
+            )
         return state
 
     state = run(_with_client(settings, body))

@@ -24,7 +24,6 @@ from .wallet import (
 _WALLET_HELP = "Default: [provider] wallet, else the Solana CLI config's keypair_path, else ~/.config/solana/id.json."
 
 
-
 def _secret(prompt: str, *, confirm: bool = False) -> str:
     """A secret from the terminal (not echoed), or one line of stdin when it is not a terminal (scripts)."""
     if sys.stdin.isatty():
@@ -51,7 +50,9 @@ def wallet() -> None:
               help="Ask for a BIP39 passphrase to protect the seed phrase with (as solana-keygen does); "
                    "read from stdin when it is not a terminal.")  # fmt: skip
 @json_option
-def new(path: str | None, force: bool, word_count: str, ask_passphrase: bool, as_json: bool) -> None:
+def new(
+    path: str | None, force: bool, word_count: str, ask_passphrase: bool, as_json: bool
+) -> None:
     """Create a new keypair file and print its address and its BIP39 seed phrase (`cohort wallet recover`
     and `solana-keygen recover` rebuild the keypair from it)."""
     with one_line_errors():
@@ -59,7 +60,9 @@ def new(path: str | None, force: bool, word_count: str, ask_passphrase: bool, as
         if target.expanduser().exists() and not force:  # before asking for anything
             raise WalletError(f"{target} already exists (pass --force to overwrite it)")
         phrase = new_seed_phrase(int(word_count))
-        passphrase = _secret("BIP39 passphrase (empty for none)", confirm=True) if ask_passphrase else ""
+        passphrase = (
+            _secret("BIP39 passphrase (empty for none)", confirm=True) if ask_passphrase else ""
+        )
         keypair = keypair_from_seed_phrase(phrase, passphrase)
         save_keypair(keypair, target, overwrite=force)
     if as_json:
@@ -137,7 +140,9 @@ def balance(settings: Settings, address: str | None, as_json: bool) -> None:
 
     lamports = run(main())
     if as_json:
-        echo_json({"address": str(target), "lamports": lamports, "sol": lamports / LAMPORTS_PER_SOL})
+        echo_json(
+            {"address": str(target), "lamports": lamports, "sol": lamports / LAMPORTS_PER_SOL}
+        )
     else:
         click.echo(sol(lamports))
 

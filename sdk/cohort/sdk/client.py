@@ -58,6 +58,7 @@ CLOSED_READS = 3  # answers in a row without the Run account before watch says t
 
 FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
 
+
 @dataclass(frozen=True)
 class SignedResult:
     """A trainer's signed statement about one result (what it gossips with each Result): the material of
@@ -94,10 +95,14 @@ class RunClient:
         ]
 
     def points_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
-        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[0]
+        return Pubkey.find_program_address([b"points", bytes(run), bytes(wallet)], self.program_id)[
+            0
+        ]
 
     def endpoint_address(self, run: Pubkey, wallet: Pubkey) -> Pubkey:
-        return Pubkey.find_program_address([b"endpoint", bytes(run), bytes(wallet)], self.program_id)[0]
+        return Pubkey.find_program_address(
+            [b"endpoint", bytes(run), bytes(wallet)], self.program_id
+        )[0]
 
     async def resolve(self, run: str | Pubkey) -> Pubkey:
         """A run's account address from its id or address; RunNotFound when there is no such run."""
@@ -179,7 +184,9 @@ class RunClient:
         unfinished = await self._unfinished_run(authority.pubkey(), run_file.run_id)
         if unfinished is not None:
             log.info("run %s exists but was never opened: completing it", run_file.run_id)
-            await self.configure(authority, unfinished, run_file, progress=run_file.progress, payer=payer)
+            await self.configure(
+                authority, unfinished, run_file, progress=run_file.progress, payer=payer
+            )
             if open_run:
                 await self.set_paused(authority, unfinished, False, payer=payer)
             return unfinished
@@ -217,7 +224,9 @@ class RunClient:
         try:
             state = await self.fetch_run(run_id)
         except RunNotFound:
-            raise RunExists(f"the id {run_id!r} is taken on this cluster (its run is gone)") from None
+            raise RunExists(
+                f"the id {run_id!r} is taken on this cluster (its run is gone)"
+            ) from None
         if state.authority != authority:
             raise RunExists(
                 f"a run with id {run_id!r} already exists on this cluster (authority {state.authority})"
@@ -264,7 +273,9 @@ class RunClient:
         return self.idl.encode(type_, to_idl(a)) == self.idl.encode(type_, to_idl(b))
 
     def _padded_checkpointers(self, keys: Sequence[Pubkey]) -> list[Pubkey]:
-        return list(keys) + [Pubkey.default()] * (self.idl.constants["MAX_CHECKPOINTERS"] - len(keys))
+        return list(keys) + [Pubkey.default()] * (
+            self.idl.constants["MAX_CHECKPOINTERS"] - len(keys)
+        )
 
     async def update_run(self, authority: Keypair, run: str | Pubkey, run_file: RunFile,
                          payer: Keypair | None = None) -> int:  # fmt: skip
@@ -295,7 +306,9 @@ class RunClient:
             authorization=self.join_authorization_address(address, grantee),
         )  # fmt: skip
         args = abi.SetJoinAuthorizationArgs(grantee=grantee, allowed=allowed)
-        return await self._send([abi.set_join_authorization(self.program_id, accounts, args)], join_authority)
+        return await self._send(
+            [abi.set_join_authorization(self.program_id, accounts, args)], join_authority
+        )
 
     async def close_join_authorization(self, join_authority: Keypair, run: str | Pubkey,
                                        grantee: Pubkey) -> Any:  # fmt: skip
@@ -348,7 +361,11 @@ class RunClient:
         registers the wallet), refunding its rent."""
         ix = self.instruction(
             "close_endpoint",
-            {"wallet": wallet.pubkey(), "endpoint": self.endpoint_address(run, wallet.pubkey()), "run": run},
+            {
+                "wallet": wallet.pubkey(),
+                "endpoint": self.endpoint_address(run, wallet.pubkey()),
+                "run": run,
+            },
         )
         return await self._send([ix], wallet)
 
@@ -368,7 +385,9 @@ class RunClient:
         if await self.rpc.account_data(authorization) is None:
             authorization = address  # Open runs ignore it; Authorized ones reject the join by name
         marker = self.idl.decode_account("Run", state.data)["next_active"]
-        proof = ed25519_instruction(node_key, join_proof_message(self.idl, address, user.pubkey(), marker))
+        proof = ed25519_instruction(
+            node_key, join_proof_message(self.idl, address, user.pubkey(), marker)
+        )
         join = self.instruction(
             "join_run",
             {"user": user.pubkey(), "run": address, "authorization": authorization,
@@ -382,7 +401,9 @@ class RunClient:
         getMultipleAccounts per 100 members). Only accounts this program owns count, and only the endpoint
         written by the member's join with the node id it is in the epoch with."""
         wallets = [c.signer for c in run.clients]
-        found = await self.rpc.multiple_accounts([self.endpoint_address(run.address, w) for w in wallets])
+        found = await self.rpc.multiple_accounts(
+            [self.endpoint_address(run.address, w) for w in wallets]
+        )
         out: dict[Pubkey, str] = {}
         size = self.idl.account_size("Endpoint")
         for client, account in zip(run.clients, found, strict=True):
@@ -403,7 +424,9 @@ class RunClient:
                                    points=self.points_address(address, user.pubkey()),
                                    endpoint=self.endpoint_address(address, user.pubkey()))  # fmt: skip
 
-    async def claim_points(self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None) -> Any:
+    async def claim_points(
+        self, user: Keypair, run: str | Pubkey, payer: Keypair | None = None
+    ) -> Any:
         """Move the wallet's unclaimed points into its Points account, where pruning cannot reach them."""
         address = await self.resolve(run)
         return await self._as_user("claim_points", user, address, payer=payer,
@@ -416,7 +439,9 @@ class RunClient:
         unclaimed = {e.signer: e.earned for e in state.registry}
         claimed: dict[Pubkey, int] = {}
         if wallet is not None:
-            found = await self.rpc.account_owner_and_data(self.points_address(state.address, wallet))
+            found = await self.rpc.account_owner_and_data(
+                self.points_address(state.address, wallet)
+            )
             if found is not None and found[0] == self.program_id:
                 with contextlib.suppress(IdlError):
                     claimed[wallet] = self.idl.decode_account("Points", found[1])["points"]
@@ -476,7 +501,9 @@ class RunClient:
         """As a finisher of the epoch that ended at `step`, report the manifest hash of our checkpoint."""
         accounts = abi.VoteWeightsAccounts(user=user.pubkey(), run=await self.resolve(run))
         args = abi.VoteWeightsArgs(index=index, step=step, manifest=manifest)
-        return await self._send([abi.vote_weights(self.program_id, accounts, args)], user, payer=payer)
+        return await self._send(
+            [abi.vote_weights(self.program_id, accounts, args)], user, payer=payer
+        )
 
     async def report_equivocation(self, user: Keypair, run: Pubkey, index: int, node_id: Pubkey,
                                   first: SignedResult, second: SignedResult) -> Any:  # fmt: skip
@@ -484,7 +511,9 @@ class RunClient:
         current epoch: the chain convicts it (dropped, its unclaimed points forfeited)."""
         same_step = first.step == second.step and first.epoch == second.epoch
         if not same_step or first.commitment == second.commitment:
-            raise ValueError("an equivocation is two signed results of one step with different commitments")
+            raise ValueError(
+                "an equivocation is two signed results of one step with different commitments"
+            )
         checks = [
             ed25519_verify_instruction(bytes(node_id), r.signature,
                                        result_statement(self.idl, run, r.epoch, r.step, r.batch, r.commitment))
@@ -497,7 +526,12 @@ class RunClient:
         ix = self.instruction(
             "report_equivocation",
             {"user": user.pubkey(), "run": run},
-            {"index": index, "step": first.step, "first": statement(first), "second": statement(second)},
+            {
+                "index": index,
+                "step": first.step,
+                "first": statement(first),
+                "second": statement(second),
+            },
         )
         return await self._send([*checks, ix], user)
 
@@ -508,7 +542,9 @@ class RunClient:
         check's verifiers convicts the trainer (FailedVerification)."""
         accounts = abi.ReportCheckAccounts(user=user.pubkey(), run=await self.resolve(run))
         args = abi.ReportCheckArgs(step=step, trainer=trainer, reason=str(CheckFailure(reason)))
-        return await self._send([abi.report_check(self.program_id, accounts, args)], user, payer=payer)
+        return await self._send(
+            [abi.report_check(self.program_id, accounts, args)], user, payer=payer
+        )
 
     async def health_check(self, user: Keypair, run: str | Pubkey, step: int, indices: Sequence[int],
                            payer: Keypair | None = None) -> Any:  # fmt: skip
@@ -667,11 +703,18 @@ class _Follower:
         """A Run from a fresh hot prefix and the last full copy, or a new full read when the rest may
         have changed for a follower (a gone account is confirmed by a full read, never one slice)."""
         idl, full = self.chain.idl, self.full
-        if prefix is None or lamports == 0 or len(prefix) != self.length or prefix[:8] != idl.accounts["Run"]:
+        if (
+            prefix is None
+            or lamports == 0
+            or len(prefix) != self.length
+            or prefix[:8] != idl.accounts["Run"]
+        ):
             return await self._read_full()
         if full is None:
             return await self._read_full()
-        state = Run.decode(self.address, prefix + full.data[self.length :], idl, fresh_records=False)
+        state = Run.decode(
+            self.address, prefix + full.data[self.length :], idl, fresh_records=False
+        )
         rounds = (RunState.RoundTrain, RunState.RoundWitness)
         if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
                 or state.progress.epoch != full.progress.epoch):  # fmt: skip

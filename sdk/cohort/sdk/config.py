@@ -223,7 +223,9 @@ def load_solana_config(path: str | Path | None = None) -> SolanaCliConfig | None
     if url is not None:
         check_url(url, f"{path} json_rpc_url")
     keypair = values.get("keypair_path")
-    return SolanaCliConfig(path, url, values.get("websocket_url") or None, Path(keypair) if keypair else None)
+    return SolanaCliConfig(
+        path, url, values.get("websocket_url") or None, Path(keypair) if keypair else None
+    )
 
 
 def _cluster_name(urls: tuple[str, ...], workspace: Workspace) -> str:
@@ -281,7 +283,10 @@ def resolve_wallet(workspace: Workspace, wallet: str | Path | None = None) -> Pa
 
 
 def resolve_program_id(
-    workspace: Workspace, cluster: Cluster, program_id: str | None = None, program: str = PROGRAM_NAME
+    workspace: Workspace,
+    cluster: Cluster,
+    program_id: str | None = None,
+    program: str = PROGRAM_NAME,
 ) -> Pubkey:
     """A program's address on this cluster (the coordinator's unless `program` names another): the flag,
     `COHORT_PROGRAM_ID` (the coordinator's), the id `cohort deploy` recorded in the deployments file, or the
@@ -348,4 +353,6 @@ def record_deployment(
     return workspace.deployments
 
 
-_DEPLOYMENTS_HEADER = "# Program ids `cohort deploy` deployed from this machine (not for version control).\n"
+_DEPLOYMENTS_HEADER = (
+    "# Program ids `cohort deploy` deployed from this machine (not for version control).\n"
+)

@@ -18,7 +18,9 @@ from . import artifacts
 from .idl import Idl
 
 COORDINATOR_DIR = artifacts.CHECKOUT_CONTRACTS / "coordinator"  # the sources (checkout only)
-IDL_PATH = artifacts.CHECKOUT_FILES[artifacts.IDL_FILE]  # the checkout's; load_idl also finds the packaged one
+IDL_PATH = artifacts.CHECKOUT_FILES[
+    artifacts.IDL_FILE
+]  # the checkout's; load_idl also finds the packaged one
 
 
 def load_idl() -> Idl:
@@ -162,12 +164,23 @@ class CoordinatorCore:
         return self._call("coord_tick", run, env)
 
     def join(
-        self, run: bytearray, env: Env, signer: Pubkey, p2p_identity: Pubkey, endpoint: bytes = b"",
+        self,
+        run: bytearray,
+        env: Env,
+        signer: Pubkey,
+        p2p_identity: Pubkey,
+        endpoint: bytes = b"",
         throughput: int = 0,
     ) -> int:
         """The core's part of join_run (the program checks the node key's signature before it)."""
-        args = {"p2p_identity": p2p_identity, "endpoint": endpoint, "throughput": throughput}  # the coder NUL-pads it
-        return self._call("coord_join", run, env, self._key(signer), self._ix_args("join_run", args))
+        args = {
+            "p2p_identity": p2p_identity,
+            "endpoint": endpoint,
+            "throughput": throughput,
+        }  # the coder NUL-pads it
+        return self._call(
+            "coord_join", run, env, self._key(signer), self._ix_args("join_run", args)
+        )
 
     def exit(self, run: bytearray, env: Env, signer: Pubkey) -> int:
         """The core's part of exit_run (the program keeps the wallet's points in its Points account)."""
@@ -176,7 +189,9 @@ class CoordinatorCore:
 
     def claim_points(self, run: bytearray, signer: Pubkey) -> int:
         points = ctypes.c_uint64()
-        return self.lib.coord_claim_points(self._state(run), self._key(signer), ctypes.byref(points))
+        return self.lib.coord_claim_points(
+            self._state(run), self._key(signer), ctypes.byref(points)
+        )
 
     def withdraw_pending_join(self, run: bytearray, signer: Pubkey) -> bool:
         """What revoking or closing a wallet's JoinAuthorization does to the run: True if it was pending."""
@@ -184,13 +199,17 @@ class CoordinatorCore:
 
     def settle_points(self, run: bytearray, wallet: Pubkey) -> int:
         points = ctypes.c_uint64()
-        return self.lib.coord_settle_points(self._state(run), self._key(wallet), ctypes.byref(points))
+        return self.lib.coord_settle_points(
+            self._state(run), self._key(wallet), ctypes.byref(points)
+        )
 
     def points_unclaimed(self, run: bytes) -> bool:
         return bool(self.lib.coord_points_unclaimed(ctypes.c_char_p(bytes(run))))
 
     def vote_weights(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
-        return self._call("coord_vote_weights", run, env, self._key(signer), self._ix_args("vote_weights", args))
+        return self._call(
+            "coord_vote_weights", run, env, self._key(signer), self._ix_args("vote_weights", args)
+        )
 
     def convict(self, run: bytearray, env: Env, index: int, reason: int, step: int) -> int:
         """The core's part of report_equivocation (the program checks the two signed statements first)."""
@@ -199,14 +218,20 @@ class CoordinatorCore:
 
     def report_check(self, run: bytearray, env: Env, signer: Pubkey, args: dict) -> int:
         """report_check: `args` are step, trainer (epoch index) and reason (a CheckFailure name)."""
-        return self._call("coord_report_check", run, env, self._key(signer), self._ix_args("report_check", args))
+        return self._call(
+            "coord_report_check", run, env, self._key(signer), self._ix_args("report_check", args)
+        )
 
     def check_seed(self, run: bytes, step: int) -> int | None:
         """The seed that draws the checks of `step` (the seed of the round of step + CHECK_SEED_LAG), or None
         while it is not revealed yet, or once it left the chain's window (reports of `step` are refused
         then)."""
         seed = ctypes.c_uint64()
-        return seed.value if self.lib.coord_check_seed(bytes(run), step, ctypes.byref(seed)) == 0 else None
+        return (
+            seed.value
+            if self.lib.coord_check_seed(bytes(run), step, ctypes.byref(seed)) == 0
+            else None
+        )
 
     def check_plan(self, run: bytes, step: int, seed: int, trainer: int) -> tuple[int, ...]:
         """The verifiers (epoch indices, in order) that `seed` draws to check trainer `trainer`'s result of

@@ -21,33 +21,49 @@ async def _demo(console: Console, clients: int, epochs: int, explorer_port: int)
     try:
         from cohort.client.runtime.local_run import DEMO_CONFIG, LocalRun
     except ImportError as e:  # a base install: the training client is the `train` extra
-        console.print(f"[red]the demo trains models: install cohort[train] ({e.name} is missing)[/]")
+        console.print(
+            f"[red]the demo trains models: install cohort[train] ({e.name} is missing)[/]"
+        )
         return False
     from .explorer import Explorer
 
     say = console.print
     with tempfile.TemporaryDirectory(prefix="cohort-demo-") as tmp:
         root = Path(tmp)
-        say("[bold]1.[/] a localnet (Agave's runtime behind JSON-RPC), the coordinator deployed over RPC")
-        async with LocalRun(config=DEMO_CONFIG, root=root, checkpointers=1, log=lambda m: say(f"   {m}")) as lr:
+        say(
+            "[bold]1.[/] a localnet (Agave's runtime behind JSON-RPC), the coordinator deployed over RPC"
+        )
+        async with LocalRun(
+            config=DEMO_CONFIG, root=root, checkpointers=1, log=lambda m: say(f"   {m}")
+        ) as lr:
             wallets = [lr.new_wallet(f"client-{i}") for i in range(clients)]
             for wallet, _ in wallets:
                 await lr.fund(wallet)
             run_file = await lr.create_run([w for w, _ in wallets])
-            say(f"[bold]2.[/] run {run_file.run_id!r}: a {run_file.metadata.num_parameters:,}-parameter Llama on "
-                f"KJV text, DisTrO, {run_file.config.witness_nodes} witnesses a round")
-            explorer = Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=explorer_port)
+            say(
+                f"[bold]2.[/] run {run_file.run_id!r}: a {run_file.metadata.num_parameters:,}-parameter Llama on "
+                f"KJV text, DisTrO, {run_file.config.witness_nodes} witnesses a round"
+            )
+            explorer = Explorer(
+                lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=explorer_port
+            )
             try:
                 await explorer.start()
             except OSError:  # the port is taken: any free one will do
                 await explorer.stop()
-                explorer = Explorer(lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=0)
+                explorer = Explorer(
+                    lr.http_url, lr.ws_url, lr.program_id, root / "explorer.sqlite", port=0
+                )
                 await explorer.start()
             async with contextlib.AsyncExitStack() as stack:
                 stack.push_async_callback(explorer.stop)
-                say(f"[bold]3.[/] the run explorer: [link={explorer.url}]{explorer.url}[/link] (open it to watch)")
+                say(
+                    f"[bold]3.[/] the run explorer: [link={explorer.url}]{explorer.url}[/link] (open it to watch)"
+                )
                 trainers = [lr.start_trainer(f"client-{i}", w) for i, w in enumerate(wallets)]
-                say(f"[bold]4.[/] {clients} `cohort train` processes join and train (logs in {root})")
+                say(
+                    f"[bold]4.[/] {clients} `cohort train` processes join and train (logs in {root})"
+                )
                 ok = await _follow(console, lr, trainers, epochs)
                 say("[bold]5.[/] stopping the clients (each leaves the run with exit_run)")
     return ok
@@ -83,12 +99,16 @@ async def _follow(console: Console, lr, trainers, epochs: int) -> bool:
                 equal = len(set(ends[epoch])) == 1
                 same &= equal
                 verdict = "[green]all replicas equal[/]" if equal else "[red]replicas differ[/]"
-                console.print(f"   [bold]epoch {epoch} done[/]: parameter sha256 {ends[epoch][0][:16]}… {verdict}")
+                console.print(
+                    f"   [bold]epoch {epoch} done[/]: parameter sha256 {ends[epoch][0][:16]}… {verdict}"
+                )
         if len(printed_epochs) >= epochs:
             break
         dead = [t.name for t in trainers if not t.alive]
         if dead or asyncio.get_running_loop().time() > deadline:
-            console.print(f"[red]stopped early: {'clients exited: ' + ', '.join(dead) if dead else 'too slow'}[/]")
+            console.print(
+                f"[red]stopped early: {'clients exited: ' + ', '.join(dead) if dead else 'too slow'}[/]"
+            )
             for t in trainers:
                 tail = t.log_path.read_text()[-600:] if t.log_path.exists() else ""
                 if tail.strip():
@@ -101,9 +121,13 @@ async def _follow(console: Console, lr, trainers, epochs: int) -> bool:
     return same and last_loss is not None and first_loss is not None and last_loss < first_loss
 
 
-def run(console: Console | None = None, clients: int = 3, epochs: int = 2, explorer_port: int = 0) -> bool:
+def run(
+    console: Console | None = None, clients: int = 3, epochs: int = 2, explorer_port: int = 0
+) -> bool:
     console = console or Console()
     console.rule("[bold]cohort demo")
     ok = asyncio.run(_demo(console, clients, epochs, explorer_port))
-    console.print("[green]done.[/] Next: `cohort --help`." if ok else "[red]the demo did not complete.[/]")
+    console.print(
+        "[green]done.[/] Next: `cohort --help`." if ok else "[red]the demo did not complete.[/]"
+    )
     return ok

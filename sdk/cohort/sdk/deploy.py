@@ -45,7 +45,9 @@ class DeployResult:
     lowest_concurrency: int  # the fewest writes in flight the cluster's rate limit allowed
     throttled: int  # HTTP 429 answers waited out
     refunded: int  # lamports back from a buffer that could not be resumed
-    lowest_rate: float | None = None  # requests per second the pace went down to (None: never paced)
+    lowest_rate: float | None = (
+        None  # requests per second the pace went down to (None: never paced)
+    )
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,13 @@ class DeployCost:
     upgrade: bool
     elf_size: int
     writes: int
-    writes_done: int  # not sent: already in a buffer an interrupted deploy left (or zeros a new one holds)
+    writes_done: (
+        int  # not sent: already in a buffer an interrupted deploy left (or zeros a new one holds)
+    )
     transactions: int
-    buffer_rent: int  # held while writing; back when the deploy completes (0 when the buffer exists)
+    buffer_rent: (
+        int  # held while writing; back when the deploy completes (0 when the buffer exists)
+    )
     programdata_rent: int  # 0 for an upgrade
     program_rent: int  # 0 for an upgrade
     fees: int
@@ -135,7 +141,9 @@ async def _read_state(
     return _State(upgrade, held, stale)
 
 
-async def plan_deploy_cost(rpc: Rpc, payer: Pubkey, elf: bytes, program_keypair: Path) -> DeployCost:
+async def plan_deploy_cost(
+    rpc: Rpc, payer: Pubkey, elf: bytes, program_keypair: Path
+) -> DeployCost:
     """The dry run: read the cluster, send nothing, create no keypair."""
     if not elf:
         raise ValueError("the ELF is empty")
@@ -150,11 +158,15 @@ async def _cost(
     rpc: Rpc, payer: Pubkey, elf: bytes, program: Pubkey | None, state: _State
 ) -> DeployCost:
     writes = loader_v3.plan_writes(elf, loader_v3.max_write_chunk(payer, payer))
-    held = bytes(len(elf)) if state.held is None else state.held  # a new buffer starts zeroed: zero chunks are not sent
+    held = (
+        bytes(len(elf)) if state.held is None else state.held
+    )  # a new buffer starts zeroed: zero chunks are not sent
     done = sum(held[w.offset : w.offset + len(w.chunk)] == w.chunk for w in writes)
     sizes = [loader_v3.BUFFER_HEADER + len(elf), loader_v3.PROGRAMDATA_HEADER + 2 * len(elf),
              loader_v3.PROGRAM_SIZE]  # fmt: skip
-    rents = dict(zip(sizes, await asyncio.gather(*(rpc.rent_exempt(s) for s in sizes)), strict=True))
+    rents = dict(
+        zip(sizes, await asyncio.gather(*(rpc.rent_exempt(s) for s in sizes)), strict=True)
+    )
     return deploy_cost(
         elf_size=len(elf), writes=len(writes), writes_done=done, upgrade=state.upgrade,
         buffer_exists=state.held is not None, rent=rents.__getitem__, program_id=program,
@@ -190,7 +202,9 @@ async def deploy_program(
         )
     if state.stale_lamports:
         # a buffer of another ELF size: refund it, then start over with a fresh one
-        await rpc.send([loader_v3.close_buffer(buffer.pubkey(), payer.pubkey(), payer.pubkey())], payer)
+        await rpc.send(
+            [loader_v3.close_buffer(buffer.pubkey(), payer.pubkey(), payer.pubkey())], payer
+        )
         buffer_path.unlink()
         buffer = load_or_create_keypair(buffer_path)
 
@@ -320,7 +334,9 @@ class ClosedBuffer:
     lamports: int
 
 
-async def close_buffers(rpc: Rpc, authority: Keypair, recipient: Pubkey | None = None) -> list[ClosedBuffer]:
+async def close_buffers(
+    rpc: Rpc, authority: Keypair, recipient: Pubkey | None = None
+) -> list[ClosedBuffer]:
     """Close every loader buffer whose authority is `authority` (abandoned deploys) and refund its rent."""
     found = await rpc.program_accounts(
         loader_v3.LOADER_V3, discriminator=b"\x01\0\0\0\x01" + bytes(authority.pubkey())

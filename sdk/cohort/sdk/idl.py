@@ -87,7 +87,9 @@ class Idl:
         }
         self._sizes: dict[str, int | None] = {}
         self._layouts: dict[str, list[tuple[str, Any, int, int]] | None] = {}
-        self._reused: dict[tuple[str, str], tuple[bytes, Any]] = {}  # (account, field) -> (bytes, value)
+        self._reused: dict[
+            tuple[str, str], tuple[bytes, Any]
+        ] = {}  # (account, field) -> (bytes, value)
 
     @classmethod
     def load(cls, path: str | Path) -> Idl:
@@ -398,7 +400,9 @@ class Idl:
             last = self._reused.get((name, field))
             if last is None or last[0] != raw:
                 if len(raw) != size:
-                    raise IdlError(f"{name} data ends inside {field} (offset {offset}, {size} bytes)")
+                    raise IdlError(
+                        f"{name} data ends inside {field} (offset {offset}, {size} bytes)"
+                    )
                 last = (raw, self.decode(type_, raw)[0])
                 self._reused[(name, field)] = last
             value[field] = last[1]

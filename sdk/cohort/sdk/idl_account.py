@@ -56,7 +56,10 @@ def create_instruction(authority: Pubkey, program_id: Pubkey, data_len: int) -> 
 
 
 def write_instruction(authority: Pubkey, program_id: Pubkey, chunk: bytes) -> Instruction:
-    accounts = [AccountMeta(idl_address(program_id), False, True), AccountMeta(authority, True, False)]
+    accounts = [
+        AccountMeta(idl_address(program_id), False, True),
+        AccountMeta(authority, True, False),
+    ]
     data = IDL_IX_TAG + b"\x02" + struct.pack("<I", len(chunk)) + chunk
     return Instruction(program_id, data, accounts)
 
@@ -106,7 +109,9 @@ class Published:
     unchanged: bool  # the same IDL was already there: nothing sent
 
 
-async def publish(rpc: Rpc, authority: Keypair, program_id: Pubkey, idl: dict[str, Any]) -> Published:
+async def publish(
+    rpc: Rpc, authority: Keypair, program_id: Pubkey, idl: dict[str, Any]
+) -> Published:
     """Put `idl` on chain (replacing a different one); `authority` must be the program's upgrade authority."""
     compressed = compress(idl, program_id)
     if HEADER + len(compressed) > MAX_ACCOUNT:
@@ -122,7 +127,9 @@ async def publish(rpc: Rpc, authority: Keypair, program_id: Pubkey, idl: dict[st
             raise TransactionFailed(
                 f"the IDL of {program_id} belongs to {existing.authority}, not {authority.pubkey()}"
             )
-        await rpc.send([close_instruction(authority.pubkey(), program_id, authority.pubkey())], authority)
+        await rpc.send(
+            [close_instruction(authority.pubkey(), program_id, authority.pubkey())], authority
+        )
     await rpc.send([create_instruction(authority.pubkey(), program_id, len(compressed))], authority)
     chunks = [compressed[i : i + WRITE_CHUNK] for i in range(0, len(compressed), WRITE_CHUNK)]
     for chunk in chunks:  # in order: each Write appends

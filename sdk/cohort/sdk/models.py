@@ -35,14 +35,20 @@ class CheckFailure(enum.StrEnum):
     """What a verifier reports about a checked step (report_check)."""
 
     PayloadMismatch = "PayloadMismatch"  # its replay disagrees with the published payload
-    StateMismatch = "StateMismatch"  # ... or with the optimizer state the trainer committed after the step
-    StateNotDelivered = "StateNotDelivered"  # the trainer did not deliver the states the check needs
+    StateMismatch = (
+        "StateMismatch"  # ... or with the optimizer state the trainer committed after the step
+    )
+    StateNotDelivered = (
+        "StateNotDelivered"  # the trainer did not deliver the states the check needs
+    )
     ResultNotDelivered = "ResultNotDelivered"  # ... or its result
 
 
 class ConvictionReason(enum.StrEnum):
     Equivocation = "Equivocation"  # two signed results of one step with different commitments
-    FailedVerification = "FailedVerification"  # a strict majority of a check's verifiers reported it failed
+    FailedVerification = (
+        "FailedVerification"  # a strict majority of a check's verifiers reported it failed
+    )
 
 
 # -- configuration (what the authority sets) ------------------------------------------------------------
@@ -64,7 +70,9 @@ class RunConfig:
     global_batch_size_end: int
     waiting_for_members_extra_time: int
     join_policy: str = "Open"
-    max_share_ratio: int = 4  # a fast member's batch may be up to this many times the median's (1: equal)
+    max_share_ratio: int = (
+        4  # a fast member's batch may be up to this many times the median's (1: equal)
+    )
     verification_percent: int = 0  # share of trainers' steps verifiers replay and check (0..100)
     pipeline_depth: int = 2  # step s trains on the weights after step s - pipeline_depth (2..4)
 
@@ -170,9 +178,13 @@ class Round:
     active_count: int
     active_mask: bytes
     witnesses: tuple[tuple[int, int], ...]  # (epoch index, position) in arrival order
-    records: tuple[WitnessRecord, ...] = ()  # empty in a Run read from its hot prefix only (see fresh_records)
+    records: tuple[
+        WitnessRecord, ...
+    ] = ()  # empty in a Run read from its hot prefix only (see fresh_records)
     witnesses_len: int = 0
-    decided: bool = False  # the previous step's applied set is the results list whose sha256 is decided_root
+    decided: bool = (
+        False  # the previous step's applied set is the results list whose sha256 is decided_root
+    )
     decided_root: bytes = bytes(32)
     weights_digest: int = 0  # what a strict majority of seats reported (when digest_votes > 0)
     digest_votes: int = 0
@@ -229,18 +241,28 @@ class Run:
     last_step: int
     registry: tuple[RegistryEntry, ...]
     data: bytes = field(repr=False, compare=False)
-    seed_pending: bool = False  # the next round's inputs are frozen; a tick from the next slot starts it
+    seed_pending: bool = (
+        False  # the next round's inputs are frozen; a tick from the next slot starts it
+    )
     next_seed: int = 0  # seed of the round after the current one (known one round ahead)
     next_mask: bytes = bytes(32)  # its trainers
     members_nonce: int = 0  # moves whenever the epoch's member list or a member's state changes
-    fresh_records: bool = True  # False when only the hot prefix is fresh: round records then left out
+    fresh_records: bool = (
+        True  # False when only the hot prefix is fresh: round records then left out
+    )
     start_step: int = 0  # the epoch's first step
-    epoch_number: int = 0  # the number the epoch got when it started: the epoch its result statements name
-    cold_start_epoch: bool = False  # the epoch follows a pause: every replica's momentum starts cold
+    epoch_number: int = (
+        0  # the number the epoch got when it started: the epoch its result statements name
+    )
+    cold_start_epoch: bool = (
+        False  # the epoch follows a pause: every replica's momentum starts cold
+    )
     # (checked step, seed that draws its checks) of every step whose check seed the chain keeps, oldest
     # first; outside the hot prefix (a Run read from its hot prefix alone lists what the last full read did)
     check_seeds: tuple[tuple[int, int], ...] = ()
-    check_seed_lag: int = 3  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
+    check_seed_lag: int = (
+        3  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
+    )
     # (attested step, its decided root or None: its round ended undecided) of the epoch's last rounds, kept past
     # the round ring (DECISION_WINDOW of them, in the hot prefix), oldest first
     decisions: tuple[tuple[int, bytes | None], ...] = ()
@@ -256,7 +278,10 @@ class Run:
         """The seed that draws the checks of `step` (CoordinatorCore.check_plan takes it), or None: not
         revealed yet, no longer kept, or not a step of this epoch. Reports of `step` are taken while it is
         known, in RoundTrain, RoundWitness and Cooldown."""
-        if self.state not in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown) or step < self.start_step:
+        if (
+            self.state not in (RunState.RoundTrain, RunState.RoundWitness, RunState.Cooldown)
+            or step < self.start_step
+        ):
             return None
         seed_step = step + self.check_seed_lag
         for r in self.rounds:  # the hot prefix: the stored rounds' seeds and the next round's

@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 MIN_RATE = 0.5  # requests per second: the pace never drops below this
-GROWTH = 0.1  # requests per second added per request that went through: +10% of the pace each second
+GROWTH = (
+    0.1  # requests per second added per request that went through: +10% of the pace each second
+)
 
 
 class AdaptiveLimit:
@@ -62,7 +64,9 @@ class AdaptiveLimit:
         self._forget_before(now - 1.0)
         sent_at = self.rate if self.rate is not None else float(len(self._started) or 1)
         self.rate = max(MIN_RATE, sent_at / 2)
-        self.lowest_rate = self.rate if self.lowest_rate is None else min(self.lowest_rate, self.rate)
+        self.lowest_rate = (
+            self.rate if self.lowest_rate is None else min(self.lowest_rate, self.rate)
+        )
 
     def succeeded(self) -> None:
         """One item of the bulk (a write) went through: the window grows by one per window's worth."""

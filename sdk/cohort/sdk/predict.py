@@ -23,7 +23,9 @@ def elected_witnesses(core: CoordinatorCore, run: Run) -> dict[int, int]:
         return {}
     state = run.data[8:]
     seats = {c.index: core.witness_seat(state, c.index) for c in run.clients}
-    return dict(sorted(((i, p) for i, p in seats.items() if p is not None), key=lambda item: item[1]))
+    return dict(
+        sorted(((i, p) for i, p in seats.items() if p is not None), key=lambda item: item[1])
+    )
 
 
 def batches_of(core: CoordinatorCore, run: Run, signer: Pubkey) -> list[tuple[int, int]]:

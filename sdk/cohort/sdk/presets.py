@@ -35,9 +35,15 @@ def _llama(hidden: int, layers: int, heads: int, intermediate: int, tied: bool, 
     return ModelPreset(
         "HfLlama",
         MappingProxyType(
-            {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-             "num_key_value_heads": heads, "intermediate_size": intermediate,
-             "tie_word_embeddings": tied, "rms_norm_eps": 1e-5}
+            {
+                "hidden_size": hidden,
+                "num_hidden_layers": layers,
+                "num_attention_heads": heads,
+                "num_key_value_heads": heads,
+                "intermediate_size": intermediate,
+                "tie_word_embeddings": tied,
+                "rms_norm_eps": 1e-5,
+            }
         ),
         about,
     )
@@ -51,32 +57,92 @@ def _deepseek(hidden, layers, heads, intermediate, q_lora, kv_lora, head_dims, m
     return ModelPreset(
         "HfDeepseek",
         MappingProxyType(
-            {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-             "num_key_value_heads": heads, "intermediate_size": intermediate, "q_lora_rank": q_lora,
-             "kv_lora_rank": kv_lora, "qk_nope_head_dim": nope, "qk_rope_head_dim": rope,
-             "v_head_dim": v, "first_k_dense_replace": first_moe, "n_routed_experts": experts,
-             "num_experts_per_tok": per_token, "moe_intermediate_size": expert_width,
-             "n_shared_experts": 1, "n_group": 8 if experts >= 64 else 1,
-             "topk_group": 4 if experts >= 64 else 1, "tie_word_embeddings": False,
-             "rms_norm_eps": 1e-6 if hidden >= 4096 else 1e-5}
+            {
+                "hidden_size": hidden,
+                "num_hidden_layers": layers,
+                "num_attention_heads": heads,
+                "num_key_value_heads": heads,
+                "intermediate_size": intermediate,
+                "q_lora_rank": q_lora,
+                "kv_lora_rank": kv_lora,
+                "qk_nope_head_dim": nope,
+                "qk_rope_head_dim": rope,
+                "v_head_dim": v,
+                "first_k_dense_replace": first_moe,
+                "n_routed_experts": experts,
+                "num_experts_per_tok": per_token,
+                "moe_intermediate_size": expert_width,
+                "n_shared_experts": 1,
+                "n_group": 8 if experts >= 64 else 1,
+                "topk_group": 4 if experts >= 64 else 1,
+                "tie_word_embeddings": False,
+                "rms_norm_eps": 1e-6 if hidden >= 4096 else 1e-5,
+            }
         ),
         about,
     )
 
 
 MODEL_PRESETS: dict[str, ModelPreset] = {
-    "llama-tiny": _llama(128, 4, 4, 384, False, "~0.9M parameters with a byte vocabulary: CPU and CI sized"),
+    "llama-tiny": _llama(
+        128, 4, 4, 384, False, "~0.9M parameters with a byte vocabulary: CPU and CI sized"
+    ),
     "llama-small": _llama(256, 6, 8, 768, False, "~4.8M parameters with a byte vocabulary"),
     "llama-20m": _llama(448, 8, 7, 1216, True, "~20M parameters besides the embeddings"),
     "llama-100m": _llama(768, 12, 12, 2048, True, "~85M parameters besides the embeddings"),
-    "llama-1b": _llama(2048, 16, 16, 8192, False, "~1.2B parameters: the DisTrO report's 1.2B shape"),
-    **{name: _deepseek(*shape) for name, shape in {
-        # hidden, layers, heads, intermediate, q_lora, kv_lora, (nope, rope, v) head dims, MoE, about
-        "deepseek-tiny": (128, 4, 4, 384, None, 32, (32, 16, 32), None, "~0.9M parameters, MLA, dense: CPU and CI sized"),
-        "deepseek-tiny-moe": (128, 4, 4, 384, None, 32, (32, 16, 32), (1, 4, 2, 96), "~1M parameters, MLA, 4 experts from layer 1"),
-        "deepseek-1b": (2048, 16, 16, 8192, None, 512, (128, 64, 128), None, "~1.2B parameters, MLA, dense (DeepSeek-V2-Lite attention)"),
-        "deepseek-v3": (7168, 61, 128, 18432, 1536, 512, (128, 64, 128), (3, 256, 8, 2048), "DeepSeek-V3's own 671B shape (MLA + 256 experts)"),
-    }.items()},
+    "llama-1b": _llama(
+        2048, 16, 16, 8192, False, "~1.2B parameters: the DisTrO report's 1.2B shape"
+    ),
+    **{
+        name: _deepseek(*shape)
+        for name, shape in {
+            # hidden, layers, heads, intermediate, q_lora, kv_lora, (nope, rope, v) head dims, MoE, about
+            "deepseek-tiny": (
+                128,
+                4,
+                4,
+                384,
+                None,
+                32,
+                (32, 16, 32),
+                None,
+                "~0.9M parameters, MLA, dense: CPU and CI sized",
+            ),
+            "deepseek-tiny-moe": (
+                128,
+                4,
+                4,
+                384,
+                None,
+                32,
+                (32, 16, 32),
+                (1, 4, 2, 96),
+                "~1M parameters, MLA, 4 experts from layer 1",
+            ),
+            "deepseek-1b": (
+                2048,
+                16,
+                16,
+                8192,
+                None,
+                512,
+                (128, 64, 128),
+                None,
+                "~1.2B parameters, MLA, dense (DeepSeek-V2-Lite attention)",
+            ),
+            "deepseek-v3": (
+                7168,
+                61,
+                128,
+                18432,
+                1536,
+                512,
+                (128, 64, 128),
+                (3, 256, 8, 2048),
+                "DeepSeek-V3's own 671B shape (MLA + 256 experts)",
+            ),
+        }.items()
+    },
     # HfAuto: any transformers causal LM, `model_type` naming its config class
     "auto-gpt2-tiny": ModelPreset(
         "HfAuto",

@@ -87,7 +87,9 @@ async def check_coordinator(rpc: Rpc, program_id: Pubkey, cluster: Cluster, idl:
     if program.owner == LOADER_V3 and (data is None or len(data.data) <= _PROGRAMDATA_HEADER):
         raise ConfigError(f"program {program_id} on {where} has no code (closed, or its deploy did not "
                           "finish): check --program-id")  # fmt: skip
-    code = bytes(program.data) + (bytes(data.data) if data is not None and data.owner == LOADER_V3 else b"")
+    code = bytes(program.data) + (
+        bytes(data.data) if data is not None and data.owner == LOADER_V3 else b""
+    )
     if not all(marker in code for marker in coordinator_markers(idl)):
         raise ConfigError(f"program {program_id} on {where} is not cohort's coordinator (its code lacks the "
                           "coordinator's proof prefixes): check --program-id")  # fmt: skip

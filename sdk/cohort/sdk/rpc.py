@@ -192,7 +192,9 @@ class Rpc:
         self.throttled = 0  # 429 answers seen
         self.throttle_listeners: list[Callable[[], None]] = []
         self.pacer: AdaptiveLimit | None = None  # paces every request while a bulk sender runs
-        self._blockhash: tuple[float, Any] | None = None  # (monotonic time, getLatestBlockhash answer)
+        self._blockhash: tuple[float, Any] | None = (
+            None  # (monotonic time, getLatestBlockhash answer)
+        )
         self._clients = [
             AsyncClient(url, commitment=commitment, timeout=timeout, max_transport_retries=0)
             for url in self.urls
@@ -295,7 +297,9 @@ class Rpc:
         info = await self.call("getAccountInfo", lambda c: c.get_account_info(address))
         return None if info.value is None else (info.value.owner, bytes(info.value.data))
 
-    async def account_slice(self, address: Pubkey, offset: int, length: int) -> tuple[Pubkey, bytes] | None:
+    async def account_slice(
+        self, address: Pubkey, offset: int, length: int
+    ) -> tuple[Pubkey, bytes] | None:
         """Owner and `length` bytes of the account's data from `offset` (getAccountInfo with dataSlice):
         what a client following one part of a large account reads."""
         info = await self.call(
@@ -305,13 +309,16 @@ class Rpc:
         )  # fmt: skip
         return None if info.value is None else (info.value.owner, bytes(info.value.data))
 
-    async def multiple_accounts(self, addresses: Sequence[Pubkey]) -> list[tuple[Pubkey, bytes] | None]:
+    async def multiple_accounts(
+        self, addresses: Sequence[Pubkey]
+    ) -> list[tuple[Pubkey, bytes] | None]:
         """Owner and data of each address (getMultipleAccounts, 100 a call), None where there is none."""
         out: list[tuple[Pubkey, bytes] | None] = []
         for start in range(0, len(addresses), 100):
             chunk = list(addresses[start : start + 100])
             response = await self.call(
-                "getMultipleAccounts", lambda c, chunk=chunk: c.get_multiple_accounts(chunk, encoding="base64")
+                "getMultipleAccounts",
+                lambda c, chunk=chunk: c.get_multiple_accounts(chunk, encoding="base64"),
             )
             if len(response.value) != len(chunk):
                 raise RpcRefused(f"the RPC at {self.url} answered getMultipleAccounts with "
@@ -487,7 +494,9 @@ class Rpc:
 
         async def request(client: AsyncClient) -> Any:
             body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-            return _json_rpc_result(await _post(client, body), method, client._provider.endpoint_uri)
+            return _json_rpc_result(
+                await _post(client, body), method, client._provider.endpoint_uri
+            )
 
         return await self.call(method, request)
 
@@ -495,7 +504,10 @@ class Rpc:
         """Several calls of `method` in one JSON-RPC batch; results in the order of `params`."""
 
         async def request(client: AsyncClient) -> list[Any]:
-            body = [{"jsonrpc": "2.0", "id": i, "method": method, "params": p} for i, p in enumerate(params)]
+            body = [
+                {"jsonrpc": "2.0", "id": i, "method": method, "params": p}
+                for i, p in enumerate(params)
+            ]
             payload = await _post(client, body)
             uri = client._provider.endpoint_uri
             if not isinstance(payload, list) or len(payload) != len(body):
@@ -522,7 +534,9 @@ async def _post(client: AsyncClient, body: Any) -> Any:
 def _json_rpc_result(payload: Any, method: str, uri: str) -> Any:
     """The result of one JSON-RPC response; an error answer or a non-JSON-RPC one is one clear error."""
     if not isinstance(payload, dict) or not ("result" in payload or "error" in payload):
-        raise RpcRefused(f"the RPC at {uri} answered {method} with something that is not a JSON-RPC response")
+        raise RpcRefused(
+            f"the RPC at {uri} answered {method} with something that is not a JSON-RPC response"
+        )
     if "error" in payload:
         error = payload["error"]
         message = error.get("message") if isinstance(error, dict) else error
@@ -542,7 +556,9 @@ def transaction_size(instructions: Sequence[Instruction], payer: Pubkey) -> int:
     return len(bytes(Transaction.populate(message, signatures)))
 
 
-def pack_instructions(instructions: Sequence[Instruction], payer: Pubkey) -> list[list[Instruction]]:
+def pack_instructions(
+    instructions: Sequence[Instruction], payer: Pubkey
+) -> list[list[Instruction]]:
     """Consecutive instructions grouped into as few transactions as fit one packet each, order kept."""
     groups: list[list[Instruction]] = []
     for ix in instructions:

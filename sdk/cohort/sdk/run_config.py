@@ -45,6 +45,7 @@ def packaged_config(name: str) -> Path:
         raise ValueError(f"no packaged config {name!r} (there are: {', '.join(PACKAGED_CONFIGS)})")
     return Path(__file__).resolve().parent / "configs" / name
 
+
 _INT_RANGES = {
     "u8": (0, 2**8 - 1),
     "u16": (0, 2**16 - 1),

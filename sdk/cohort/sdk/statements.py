@@ -24,7 +24,9 @@ from .idl import Idl
 ED25519_PROGRAM = Pubkey.from_string("Ed25519SigVerify111111111111111111111111111")
 THIS_INSTRUCTION = 0xFFFF  # an offset's instruction index meaning "the Ed25519 instruction itself"
 _HEADER = 2  # u8 signature count, u8 padding
-_OFFSETS = struct.Struct("<7H")  # signature, key and message offsets, each with its instruction index
+_OFFSETS = struct.Struct(
+    "<7H"
+)  # signature, key and message offsets, each with its instruction index
 _RESULT = struct.Struct("<IIQQ32s")  # epoch, step, batch start, batch end, commitment
 
 
@@ -35,10 +37,17 @@ def _prefix(idl: Idl, name: str) -> bytes:
 
 def join_proof_message(idl: Idl, run: Pubkey, wallet: Pubkey, join_marker: int) -> bytes:
     """What the node key signs to join: JOIN_PROOF_PREFIX, the run's address, the wallet, the join marker."""
-    return _prefix(idl, "JOIN_PROOF_PREFIX") + bytes(run) + bytes(wallet) + struct.pack("<Q", join_marker)
+    return (
+        _prefix(idl, "JOIN_PROOF_PREFIX")
+        + bytes(run)
+        + bytes(wallet)
+        + struct.pack("<Q", join_marker)
+    )
 
 
-def result_statement(idl: Idl, run: Pubkey, epoch: int, step: int, batch: tuple[int, int], commitment: bytes) -> bytes:
+def result_statement(
+    idl: Idl, run: Pubkey, epoch: int, step: int, batch: tuple[int, int], commitment: bytes
+) -> bytes:
     """What a trainer's node key signs for its result of `step` of epoch `epoch`: the batch it trained and
     the payload's sha256."""
     if len(commitment) != 32:
@@ -65,7 +74,9 @@ def ed25519_verify_instruction(public_key: bytes, signature: bytes, message: byt
 
 def ed25519_instruction(key: Keypair, message: bytes) -> Instruction:
     """The Ed25519 program instruction for `key`'s own signature over `message`."""
-    return ed25519_verify_instruction(bytes(key.pubkey()), bytes(key.sign_message(message)), message)
+    return ed25519_verify_instruction(
+        bytes(key.pubkey()), bytes(key.sign_message(message)), message
+    )
 
 
 def encode_endpoint(endpoint: str, capacity: int) -> bytes:

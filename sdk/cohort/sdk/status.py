@@ -26,7 +26,11 @@ def summarize(
     elected = elected_witnesses(core, run)  # the seats
     round_ = run.current_round
     # from the round summary (in the hot prefix): right for a Run read without its witness records too
-    submitted = {c.index for c in run.clients if round_ and round_.witnessed_mask[c.index // 8] >> (c.index % 8) & 1}
+    submitted = {
+        c.index
+        for c in run.clients
+        if round_ and round_.witnessed_mask[c.index // 8] >> (c.index % 8) & 1
+    }
     in_epoch = run.state not in (RunState.WaitingForMembers, *(s for s in RunState if s.halted))
     clients = []
     if in_epoch:
@@ -65,7 +69,9 @@ def summarize(
             "elected": {str(i): p for i, p in sorted(elected.items())},  # epoch index -> seat
             "submitted": len(submitted),
             "needed": config.witness_nodes,  # seats
-            "quorum": core.quorum(config.witness_nodes),  # records behind one results root that decide
+            "quorum": core.quorum(
+                config.witness_nodes
+            ),  # records behind one results root that decide
             "decided": bool(round_ and run.round_active and round_.decided),
         },
         "checkpoint": {

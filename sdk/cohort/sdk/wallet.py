@@ -24,7 +24,9 @@ def new_seed_phrase(words: int = 12) -> str:
     from mnemonic import Mnemonic
 
     if words not in WORD_COUNTS:
-        raise WalletError(f"a seed phrase has {', '.join(map(str, WORD_COUNTS))} words, not {words}")
+        raise WalletError(
+            f"a seed phrase has {', '.join(map(str, WORD_COUNTS))} words, not {words}"
+        )
     return Mnemonic("english").generate(strength=words * 32 // 3)
 
 
@@ -43,7 +45,9 @@ def check_seed_phrase(phrase: str) -> str:
         raise WalletError(f"not BIP39 English words (position:word): {', '.join(unknown)}")
     normalized = " ".join(words)
     if not english.check(normalized):
-        raise WalletError("the seed phrase's checksum does not match: a word is wrong or out of order")
+        raise WalletError(
+            "the seed phrase's checksum does not match: a word is wrong or out of order"
+        )
     return normalized
 
 

@@ -32,7 +32,9 @@ class DriftCheck:
         return self.local_digest != self.checkpoint_digest
 
 
-def repair_drift(model: torch.nn.Module, checkpoint: str | Path, manifest_hash: bytes) -> DriftCheck:
+def repair_drift(
+    model: torch.nn.Module, checkpoint: str | Path, manifest_hash: bytes
+) -> DriftCheck:
     """Reload `checkpoint` (verified against `manifest_hash`) into `model` if their digests differ."""
     checkpoint = Path(checkpoint)
     expected = CheckpointMeta.read(checkpoint).parameter_digest
@@ -41,10 +43,14 @@ def repair_drift(model: torch.nn.Module, checkpoint: str | Path, manifest_hash: 
         return DriftCheck(local, expected, reloaded=False)
     log.warning(
         "replica drift: parameter digest %s… differs from checkpoint step %s (%s…); reloading",
-        local[:16], checkpoint.name, expected[:16],
+        local[:16],
+        checkpoint.name,
+        expected[:16],
     )
     load_weights(model, checkpoint, manifest_hash)
     after = parameter_digest(model)
     if after != expected:
-        raise RuntimeError(f"{checkpoint}: reloaded weights have digest {after[:16]}…, not {expected[:16]}…")
+        raise RuntimeError(
+            f"{checkpoint}: reloaded weights have digest {after[:16]}…, not {expected[:16]}…"
+        )
     return DriftCheck(local, expected, reloaded=True)

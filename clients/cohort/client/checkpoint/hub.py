@@ -36,7 +36,9 @@ class HubUpload:
     endpoint: str | None = None  # None: huggingface_hub's default
 
     @classmethod
-    def from_options(cls, hub_repo: str | None, environ: Mapping[str, str] = os.environ) -> HubUpload | None:
+    def from_options(
+        cls, hub_repo: str | None, environ: Mapping[str, str] = os.environ
+    ) -> HubUpload | None:
         """None without --hub-repo; a clear error for a bad repo id or a missing token."""
         if hub_repo is None:
             return None
@@ -56,9 +58,13 @@ class HubUpload:
         api = HfApi(token=self.token, endpoint=self.endpoint)
         try:
             api.create_repo(self.repo, exist_ok=True, private=False)
-            commit = api.upload_folder(repo_id=self.repo, folder_path=str(directory), commit_message=message)
+            commit = api.upload_folder(
+                repo_id=self.repo, folder_path=str(directory), commit_message=message
+            )
         except (HfHubHTTPError, OSError, ValueError) as e:
-            raise CheckpointError(f"upload to hub {self.repo}: {type(e).__name__}: {e}"[:500]) from None
+            raise CheckpointError(
+                f"upload to hub {self.repo}: {type(e).__name__}: {e}"[:500]
+            ) from None
         return commit.oid
 
 
@@ -86,7 +92,9 @@ def fetch_from_hub(
     from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        cached = Path(snapshot_download(repo_id=repo, revision=revision, token=token, endpoint=hub_endpoint()))
+        cached = Path(
+            snapshot_download(repo_id=repo, revision=revision, token=token, endpoint=hub_endpoint())
+        )
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise CheckpointError(f"hub {repo}@{revision or 'main'}: {type(e).__name__}: {e}") from None
     return copy_verified(cached, expected_hash, dest, skip=HUB_EXTRAS)

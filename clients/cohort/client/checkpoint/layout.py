@@ -54,7 +54,9 @@ class CheckpointMeta:
                 raw = f.read(MAX_COHORT_FILE + 1)
             doc = json.loads(raw)
         except OSError as e:
-            raise CheckpointError(f"{directory}: no readable {COHORT_FILE} ({e.strerror})") from None
+            raise CheckpointError(
+                f"{directory}: no readable {COHORT_FILE} ({e.strerror})"
+            ) from None
         except ValueError as e:
             raise CheckpointError(f"{path}: not JSON ({e})") from None
         fields = {"run_id": str, "step": int, "epoch": int, "parameter_digest": str}
@@ -62,8 +64,10 @@ class CheckpointMeta:
             len(raw) > MAX_COHORT_FILE
             or not isinstance(doc, dict)
             or doc.get("format_version") != FORMAT_VERSION
-            or any(not isinstance(doc.get(k), t) or isinstance(doc.get(k), bool)
-                   for k, t in fields.items())
+            or any(
+                not isinstance(doc.get(k), t) or isinstance(doc.get(k), bool)
+                for k, t in fields.items()
+            )
         ):
             raise CheckpointError(
                 f"{path}: expected format_version {FORMAT_VERSION} and {', '.join(fields)}"

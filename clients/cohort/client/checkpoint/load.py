@@ -82,7 +82,9 @@ def load_weights(
             if target is None or id(target) in filled:  # a tied weight stored under both names
                 continue
             if entry.shape != tuple(target.shape):
-                raise CheckpointError(f"{name}: checkpoint shape {entry.shape} != {tuple(target.shape)}")
+                raise CheckpointError(
+                    f"{name}: checkpoint shape {entry.shape} != {tuple(target.shape)}"
+                )
             filled.add(id(target))
             plan.setdefault(file, []).append((entry, target))
     missing = [n for n, p in model.named_parameters() if id(p) not in filled]
@@ -117,7 +119,9 @@ def tensor_files(path: str | Path) -> dict[Path, dict[str, TensorEntry]]:
         for name in sorted(set(weight_map.values())):
             shard = path / name
             if "/" in name or not shard.is_file():
-                raise CheckpointError(f"{path / SHARD_INDEX}: shard {name!r} is not a file of the checkpoint")
+                raise CheckpointError(
+                    f"{path / SHARD_INDEX}: shard {name!r} is not a file of the checkpoint"
+                )
             files[shard] = read_header(shard)
     except (OSError, TensorFileError) as e:
         raise CheckpointError(f"{path}: {e}") from None
@@ -152,5 +156,7 @@ def _weight_map(path: Path) -> dict[str, str]:
         ):
             raise ValueError("index too large, or weight_map is not an object of names")
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path}: no {SINGLE_SHARD} and no usable {SHARD_INDEX} ({e})") from None
+        raise CheckpointError(
+            f"{path}: no {SINGLE_SHARD} and no usable {SHARD_INDEX} ({e})"
+        ) from None
     return weight_map

@@ -77,8 +77,14 @@ def write_rows(directory: Path, writes: Iterable[tuple[Placement, int, torch.Ten
     handles: dict[str, int] = {}
     try:
         for place, first, rows in writes:
-            if tuple(rows.shape[1:]) != place.shape[1:] or first + rows.shape[0] > place.shape[0] or rows.dtype != place.dtype:
-                raise CheckpointError(f"rows {first}+{tuple(rows.shape)} {rows.dtype} do not fit {place}")
+            if (
+                tuple(rows.shape[1:]) != place.shape[1:]
+                or first + rows.shape[0] > place.shape[0]
+                or rows.dtype != place.dtype
+            ):
+                raise CheckpointError(
+                    f"rows {first}+{tuple(rows.shape)} {rows.dtype} do not fit {place}"
+                )
             fd = handles.get(place.file)
             if fd is None:
                 fd = handles[place.file] = os.open(directory / place.file, os.O_WRONLY)
@@ -110,7 +116,11 @@ def read_rows(reads: Iterable[tuple[Path, TensorEntry, int, torch.Tensor]]) -> N
     """Fill each (file, entry, first row, rows): rows [first, first + len(rows)) of the entry's tensor, read
     from its file straight into `rows` (a contiguous CPU tensor of the entry's dtype)."""
     for file, entry, first, rows in reads:
-        if tuple(rows.shape[1:]) != entry.shape[1:] or first + rows.shape[0] > entry.shape[0] or rows.dtype != entry.dtype:
+        if (
+            tuple(rows.shape[1:]) != entry.shape[1:]
+            or first + rows.shape[0] > entry.shape[0]
+            or rows.dtype != entry.dtype
+        ):
             raise CheckpointError(f"{entry.name}: rows {first}+{tuple(rows.shape)} {rows.dtype} do not fit "
                                   f"{entry.shape} {entry.dtype}")  # fmt: skip
         if rows.device.type != "cpu" or not rows.is_contiguous():

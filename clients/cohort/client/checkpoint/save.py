@@ -39,7 +39,9 @@ from .layout import (
 )
 from .tensorfile import write_file
 
-TEMP_PREFIX = ".tmp-save-"  # only the writer's own leftovers are removed (a fetch may share the root)
+TEMP_PREFIX = (
+    ".tmp-save-"  # only the writer's own leftovers are removed (a fetch may share the root)
+)
 DEFAULT_MAX_SHARD_BYTES = 2 << 30
 WEIGHTS_METADATA = {"format": "pt"}  # what transformers expects in a safetensors header
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -217,7 +219,9 @@ def prune(root: Path, keep_last: int, keep: Path | None = None) -> list[Path]:
     return removed
 
 
-def weight_files(tensors: Mapping[str, torch.Tensor], max_shard_bytes: int) -> dict[str, dict[str, torch.Tensor]]:
+def weight_files(
+    tensors: Mapping[str, torch.Tensor], max_shard_bytes: int
+) -> dict[str, dict[str, torch.Tensor]]:
     """The safetensors files of a checkpoint holding `tensors` (in their order; meta tensors will do): the
     file name -> its tensors, one `model.safetensors` or Hugging Face shards of at most `max_shard_bytes`."""
     shards: list[dict[str, torch.Tensor]] = [{}]
@@ -231,13 +235,18 @@ def weight_files(tensors: Mapping[str, torch.Tensor], max_shard_bytes: int) -> d
         size += n
     if len(shards) == 1:
         return {SINGLE_SHARD: shards[0]}
-    return {f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors": shard for k, shard in enumerate(shards)}
+    return {
+        f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors": shard
+        for k, shard in enumerate(shards)
+    }
 
 
 def write_index(directory: Path, files: Mapping[str, Mapping[str, torch.Tensor]]) -> None:
     """The shards' index (`model.safetensors.index.json`) when the weights span several files."""
     if len(files) > 1:
-        total = sum(t.numel() * t.element_size() for shard in files.values() for t in shard.values())
+        total = sum(
+            t.numel() * t.element_size() for shard in files.values() for t in shard.values()
+        )
         weight_map = {t: name for name, shard in files.items() for t in shard}
         index = {"metadata": {"total_size": total}, "weight_map": weight_map}
         _write_bytes(directory / SHARD_INDEX, json.dumps(index, indent=2, sort_keys=True).encode())

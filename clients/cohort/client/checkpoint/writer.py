@@ -52,7 +52,9 @@ class CheckpointWriter:
         def write() -> CheckpointInfo:
             bar = None
             if self.progress_bar:
-                bar = tqdm(total=snap.total_bytes, unit="B", unit_scale=True, desc=f"checkpoint {step}")
+                bar = tqdm(
+                    total=snap.total_bytes, unit="B", unit_scale=True, desc=f"checkpoint {step}"
+                )
 
             def progress(done: int, total: int) -> None:
                 if bar is not None:

@@ -10,7 +10,9 @@ import click
 
 from cohort.localnet.config import is_loopback
 
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr).")
+_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as JSON (progress stays on stderr)."
+)
 
 
 @click.group("data")
@@ -20,17 +22,36 @@ def data_group() -> None:
 
 @data_group.command("prepare")
 @click.argument("source")
-@click.option("--tokenizer", "tokenizer_spec", default="byte", show_default=True,
-              help='"byte" or a tokenizer.json (or a directory holding one).')
+@click.option(
+    "--tokenizer",
+    "tokenizer_spec",
+    default="byte",
+    show_default=True,
+    help='"byte" or a tokenizer.json (or a directory holding one).',
+)
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="New output directory.")
 @click.option("--heldout-fraction", default=0.05, show_default=True, help="Validation split share.")
 @click.option("--shard-tokens", default=1 << 27, show_default=True, help="Tokens per shard file.")
-@click.option("--vocab-size", type=int, help="Refuse a tokenizer whose vocabulary differs (the run's).")
-@click.option("--text-column", default="text", show_default=True,
-              help="The column (or JSON field) holding each row's text, for parquet/arrow/jsonl sources.")
+@click.option(
+    "--vocab-size", type=int, help="Refuse a tokenizer whose vocabulary differs (the run's)."
+)
+@click.option(
+    "--text-column",
+    default="text",
+    show_default=True,
+    help="The column (or JSON field) holding each row's text, for parquet/arrow/jsonl sources.",
+)
 @_JSON
-def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fraction: float,
-                    shard_tokens: int, vocab_size: int | None, text_column: str, as_json: bool) -> None:
+def prepare_command(
+    source: str,
+    tokenizer_spec: str,
+    out: Path,
+    heldout_fraction: float,
+    shard_tokens: int,
+    vocab_size: int | None,
+    text_column: str,
+    as_json: bool,
+) -> None:
     """Tokenize SOURCE into shards with an index and a manifest hash. SOURCE: a text file, a directory
     of text files, kjv/pydoc, parquet/arrow/jsonl shards (a file or a directory of them: each row's
     --text-column is a document), or a Hub dataset hf://datasets/OWNER/NAME[@REVISION][/PATH]."""
@@ -48,8 +69,15 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
             check_vocab(tokenizer, vocab_size)
         total, unit = source_size(source, text_column)
         with tqdm(total=total, unit=unit, unit_scale=True, desc="tokenizing") as bar:
-            result = prepare(source, tokenizer, out, heldout_fraction=heldout_fraction,
-                             shard_tokens=shard_tokens, progress=bar.update, text_column=text_column)
+            result = prepare(
+                source,
+                tokenizer,
+                out,
+                heldout_fraction=heldout_fraction,
+                shard_tokens=shard_tokens,
+                progress=bar.update,
+                text_column=text_column,
+            )
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if as_json:
@@ -63,7 +91,9 @@ def prepare_command(source: str, tokenizer_spec: str, out: Path, heldout_fractio
 @data_group.command("train-tokenizer")
 @click.argument("source")
 @click.option("--vocab-size", required=True, type=int, help="Tokens, end-of-text included.")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="tokenizer.json to write.")
+@click.option(
+    "--out", required=True, type=click.Path(path_type=Path), help="tokenizer.json to write."
+)
 @_JSON
 def train_tokenizer_command(source: str, vocab_size: int, out: Path, as_json: bool) -> None:
     """Train a byte-level BPE on SOURCE (what `data prepare` reads: text, kjv/pydoc, or shards), offline."""
@@ -101,7 +131,9 @@ def serve_command(directory: Path, host: str, port: int) -> None:
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if not is_loopback(host):
-        click.secho(f"WARNING: serving on {host}, reachable from other machines", fg="red", err=True)
+        click.secho(
+            f"WARNING: serving on {host}, reachable from other machines", fg="red", err=True
+        )
     server = DataServer(source, host, port)
 
     async def run() -> None:
@@ -113,4 +145,3 @@ def serve_command(directory: Path, host: str, port: int) -> None:
         asyncio.run(run())
     except KeyboardInterrupt:
         pass
-

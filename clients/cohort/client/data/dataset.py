@@ -26,7 +26,9 @@ class TokenDataset:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        self.layout = SequenceLayout(len(self.tokens), self.seq_len, self.heldout_fraction, self.seed)
+        self.layout = SequenceLayout(
+            len(self.tokens), self.seq_len, self.heldout_fraction, self.seed
+        )
         n = self.layout.n_sequences
         sequences = torch.from_numpy(
             np.ascontiguousarray(self.tokens[: n * self.seq_len], dtype=np.int64)

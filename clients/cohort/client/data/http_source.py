@@ -62,7 +62,9 @@ class HttpShards:
             except ValueError as e:
                 raise DataError(f"{self.url}/{MANIFEST_FILE}: {e}") from None
             if expected_hash is not None and self.manifest.hash() != expected_hash:
-                raise DataError(f"{self.url}: manifest hash is not the expected {expected_hash.hex()[:16]}…")
+                raise DataError(
+                    f"{self.url}: manifest hash is not the expected {expected_hash.hex()[:16]}…"
+                )
             self._files = {f.name: k for k, f in enumerate(self.manifest.files)}
             index_file = self._file_index(INDEX_FILE)
             raw_index = self._read_file(index_file, 0, self.manifest.files[index_file].size)
@@ -120,7 +122,9 @@ class HttpShards:
         size = min(self.manifest.chunk_size, entry.size - start)
         data = self._get(f"{TOKENS_DIR}/{entry.name}", (start, size), size)
         if hashlib.sha256(data).digest() != entry.chunks[c]:
-            raise DataError(f"{self.url}/{TOKENS_DIR}/{entry.name}: bytes at {start} do not match the manifest")
+            raise DataError(
+                f"{self.url}/{TOKENS_DIR}/{entry.name}: bytes at {start} do not match the manifest"
+            )
         with self._lock:
             self._cache[key] = data
             self._cached += len(data)
@@ -148,7 +152,9 @@ class HttpShards:
                         last = f"HTTP {response.status_code}"
                         continue
                     if byte_range is not None and response.status_code != 206:
-                        raise DataError(f"{url}: the server ignores range requests (HTTP {response.status_code})")
+                        raise DataError(
+                            f"{url}: the server ignores range requests (HTTP {response.status_code})"
+                        )
                     body = bytearray()
                     for piece in response.iter_bytes():
                         body += piece

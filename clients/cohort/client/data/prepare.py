@@ -60,7 +60,9 @@ def documents(source: str | Path) -> Iterator[tuple[str, int]]:
         for child in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
             yield str(child), child.stat().st_size
     else:
-        raise DataError(f"{source}: not a file, a directory or a built-in corpus ({', '.join(CORPORA)})")
+        raise DataError(
+            f"{source}: not a file, a directory or a built-in corpus ({', '.join(CORPORA)})"
+        )
 
 
 def read_document(name: str) -> str:
@@ -74,7 +76,9 @@ def read_document(name: str) -> str:
         raise DataError(f"{name}: {e.strerror}") from None
 
 
-def source_texts(source: str | Path, text_column: str = "text", progress: Progress | None = None) -> Iterator[str]:
+def source_texts(
+    source: str | Path, text_column: str = "text", progress: Progress | None = None
+) -> Iterator[str]:
     """Each document of `source`, in order. A records source reports progress itself (shard bytes); a text
     source does not (its caller counts characters as it consumes them)."""
     records = records_source(source, text_column)
@@ -137,7 +141,9 @@ def prepare(
             else tokenizer.encode("\n")
         )
         counts_chars = records_source(source, text_column) is None
-        for k, text in enumerate(source_texts(source, text_column, None if counts_chars else progress)):
+        for k, text in enumerate(
+            source_texts(source, text_column, None if counts_chars else progress)
+        ):
             if k:
                 writer.write(separator)
             for piece in pieces(text):

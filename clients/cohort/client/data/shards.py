@@ -86,8 +86,13 @@ class DataIndex:
                     raise ValueError(f"shard name {s.name!r:.40}")
                 if not isinstance(s.tokens, int) or s.tokens < 0:
                     raise ValueError(f"shard {s.name} token count {s.tokens!r}")
-            index = cls(doc["dtype"], int(doc["vocab_size"]), float(doc["heldout_fraction"]),
-                        str(doc["tokenizer"]), shards)
+            index = cls(
+                doc["dtype"],
+                int(doc["vocab_size"]),
+                float(doc["heldout_fraction"]),
+                str(doc["tokenizer"]),
+                shards,
+            )
             if index.n_tokens != doc["n_tokens"] or not 2 <= index.vocab_size <= 1 << 32:
                 raise ValueError("n_tokens or vocab_size inconsistent")
         except (ValueError, KeyError, TypeError) as e:
@@ -134,11 +139,15 @@ class LocalShards:
             except ValueError as e:
                 raise DataError(f"{self.directory}: {e}") from None
             if got != expected_hash:
-                raise DataError(f"{self.directory}: manifest hash {got.hex()[:16]}… is not the expected one")
+                raise DataError(
+                    f"{self.directory}: manifest hash {got.hex()[:16]}… is not the expected one"
+                )
         try:
             raw = (tokens / INDEX_FILE).read_bytes()
         except OSError as e:
-            raise DataError(f"{self.directory}: no readable {TOKENS_DIR}/{INDEX_FILE} ({e.strerror})") from None
+            raise DataError(
+                f"{self.directory}: no readable {TOKENS_DIR}/{INDEX_FILE} ({e.strerror})"
+            ) from None
         self.index = DataIndex.decode(raw, str(tokens / INDEX_FILE))
         dtype = DTYPES[self.index.dtype]
         self._maps = []
@@ -146,7 +155,9 @@ class LocalShards:
             path = tokens / s.name
             if not path.is_file() or path.stat().st_size != s.tokens * dtype.itemsize:
                 raise DataError(f"{path}: missing or not {s.tokens} tokens long")
-            self._maps.append(np.memmap(path, dtype=dtype, mode="r") if s.tokens else np.empty(0, dtype))
+            self._maps.append(
+                np.memmap(path, dtype=dtype, mode="r") if s.tokens else np.empty(0, dtype)
+            )
         self._starts = np.cumsum([0] + [s.tokens for s in self.index.shards])
         self.n_tokens = self.index.n_tokens
         self.vocab_size = self.index.vocab_size

@@ -62,7 +62,9 @@ class DataServer:
         self.errors = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, limit=MAX_REQUEST)
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, limit=MAX_REQUEST
+        )
         self.port = self._server.sockets[0].getsockname()[1]
 
     @property
@@ -96,7 +98,9 @@ class DataServer:
                 try:
                     line = await asyncio.wait_for(reader.readline(), self.idle_timeout)
                 except (asyncio.LimitOverrunError, ValueError):
-                    await self._send(writer, ERROR, f"request longer than {MAX_REQUEST} bytes".encode())
+                    await self._send(
+                        writer, ERROR, f"request longer than {MAX_REQUEST} bytes".encode()
+                    )
                     return
                 if not line:
                     return
@@ -118,8 +122,11 @@ class DataServer:
         try:
             request = parse_request(line)
             if request is None:
-                info = {"vocab_size": self.source.vocab_size, "n_tokens": self.source.n_tokens,
-                        "heldout_fraction": self.source.heldout_fraction}
+                info = {
+                    "vocab_size": self.source.vocab_size,
+                    "n_tokens": self.source.n_tokens,
+                    "heldout_fraction": self.source.heldout_fraction,
+                }
                 return OK, json.dumps(info).encode()
             tokens = await asyncio.to_thread(self._tokens, request)
         except (ValueError, DataError) as e:
@@ -135,7 +142,9 @@ class DataServer:
         if provider is None:
             if len(self._providers) >= 16:
                 self._providers.clear()  # bounded: a few layouts at a time
-            provider = TokenSequences(self.source, request.seq_len, split=request.split, seed=request.seed)
+            provider = TokenSequences(
+                self.source, request.seq_len, split=request.split, seed=request.seed
+            )
             self._providers[key] = provider
         return provider.sequences(request.batch).numpy()
 
@@ -199,7 +208,8 @@ class TcpDataProvider:
         info = json.loads(self._request({"op": "info"}))
         self.vocab_size = int(info["vocab_size"])
         self._layout = SequenceLayout(  # the server's layout, for num_sequences
-            int(info["n_tokens"]), seq_len, float(info["heldout_fraction"]))
+            int(info["n_tokens"]), seq_len, float(info["heldout_fraction"])
+        )
 
     @property
     def num_sequences(self) -> int:
@@ -207,11 +217,19 @@ class TcpDataProvider:
 
     def sequences(self, batch: BatchId) -> torch.Tensor:
         payload = self._request(
-            {"op": "batch", "start": batch.start, "end": batch.end, "seq_len": self.seq_len,
-             "split": self.split, "seed": self.seed}
+            {
+                "op": "batch",
+                "start": batch.start,
+                "end": batch.end,
+                "seq_len": self.seq_len,
+                "split": self.split,
+                "seed": self.seed,
+            }
         )
         rows, cols = SHAPE.unpack_from(payload)
-        if (rows, cols) != (len(batch), self.seq_len) or len(payload) != SHAPE.size + rows * cols * 4:
+        if (rows, cols) != (len(batch), self.seq_len) or len(
+            payload
+        ) != SHAPE.size + rows * cols * 4:
             raise DataError(f"{self.host}:{self.port}: reply of the wrong shape")
         tokens = np.frombuffer(payload, dtype="<u4", offset=SHAPE.size).reshape(rows, cols)
         return torch.from_numpy(tokens.astype(np.int64))
@@ -229,20 +247,28 @@ class TcpDataProvider:
                     time.sleep(self.backoff * 2 ** (attempt - 1))
                 try:
                     if self._sock is None:
-                        self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+                        self._sock = socket.create_connection(
+                            (self.host, self.port), timeout=self.timeout
+                        )
                     self._sock.sendall(line)
                     status, size = HEADER.unpack(self._recv(HEADER.size))
                     if size > SHAPE.size + MAX_REPLY_TOKENS * 4:
-                        raise DataError(f"{self.host}:{self.port}: reply of {size} bytes is too large")
+                        raise DataError(
+                            f"{self.host}:{self.port}: reply of {size} bytes is too large"
+                        )
                     payload = self._recv(size)
                 except OSError as e:
                     self._drop()
                     last = f"{type(e).__name__}: {e}"
                     continue
                 if status != OK:
-                    raise DataError(f"data server {self.host}:{self.port}: {payload.decode(errors='replace')}")
+                    raise DataError(
+                        f"data server {self.host}:{self.port}: {payload.decode(errors='replace')}"
+                    )
                 return payload
-        raise DataError(f"data server {self.host}:{self.port}: no answer after {self.attempts} attempts ({last})")
+        raise DataError(
+            f"data server {self.host}:{self.port}: no answer after {self.attempts} attempts ({last})"
+        )
 
     def _recv(self, n: int) -> bytes:
         chunks, got = [], 0

@@ -87,7 +87,10 @@ class BpeTokenizer:
         """tokenizer.json + a tokenizer_config.json, so `AutoTokenizer.from_pretrained` loads it."""
         directory = Path(directory)
         self.inner.save(str(directory / TOKENIZER_FILE))
-        config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+        }
         if self.eos_id is not None:
             config.update(eos_token=EOS, bos_token=EOS, unk_token=EOS)
         (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=1) + "\n")
@@ -100,7 +103,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) 
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(alphabet) + 1:
-        raise ValueError(f"a byte-level BPE needs vocab_size >= {len(alphabet) + 1}, got {vocab_size}")
+        raise ValueError(
+            f"a byte-level BPE needs vocab_size >= {len(alphabet) + 1}, got {vocab_size}"
+        )
     tokenizer = HfTokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -122,7 +127,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) 
 
 
 def load_tokenizer(spec: str | Path) -> Tokenizer:
-    """"byte" for the byte-level tokenizer, else a tokenizer.json (or a directory holding one)."""
+    """ "byte" for the byte-level tokenizer, else a tokenizer.json (or a directory holding one)."""
     if str(spec) == "byte":
         return ByteTokenizer()
     return BpeTokenizer.from_file(spec)

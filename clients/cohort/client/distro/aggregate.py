@@ -121,14 +121,20 @@ def mean_coefficients(
 def value_bits(terms_per_tile: int, tile: Sequence[int]) -> int:
     """Bits q of the value steps such that a tile's exact inverse DCT stays below 2**53: its magnitude is
     at most terms * 2**q * 2**(BASIS_BITS * dims)."""
-    q = min(VALUE_BITS, EXACT_BITS - BASIS_BITS * len(tile) - max(terms_per_tile - 1, 0).bit_length())
+    q = min(
+        VALUE_BITS, EXACT_BITS - BASIS_BITS * len(tile) - max(terms_per_tile - 1, 0).bit_length()
+    )
     if q < 0:
         raise ValueError(f"{terms_per_tile} terms a tile are too many for an exact apply")
     return q
 
 
 def exact_terms(
-    bucket: Bucket, index: int, ordered: Sequence[ReceivedResult], rows: slice, device: torch.device | str
+    bucket: Bucket,
+    index: int,
+    ordered: Sequence[ReceivedResult],
+    rows: slice,
+    device: torch.device | str,
 ) -> SparseTiles:
     """Tiles `rows` of bucket `index`: every result's kept coefficients side by side (commitment order),
     each value bounded per tile and made an integer number of 2**-q steps, in float64."""
@@ -140,17 +146,24 @@ def exact_terms(
     return SparseTiles(indices, torch.round(values.double() * float(1 << q)))
 
 
-def exact_update(terms: SparseTiles, bucket: Bucket, shape: Sequence[int], transform: str) -> torch.Tensor:
+def exact_update(
+    terms: SparseTiles, bucket: Bucket, shape: Sequence[int], transform: str
+) -> torch.Tensor:
     """The exact, integer-valued inverse DCT of integer terms (float64), as a tensor of `shape`."""
     if sparse_pays(terms.indices.shape[1], bucket.tile):
         return decode_sparse(terms.indices, terms.values, bucket.tile, shape, transform, exact=True)
-    dense = torch.zeros(terms.indices.shape[0], bucket.totalk, dtype=torch.float64, device=terms.values.device)
+    dense = torch.zeros(
+        terms.indices.shape[0], bucket.totalk, dtype=torch.float64, device=terms.values.device
+    )
     dense.scatter_add_(1, terms.indices, terms.values)  # integer sums: exact in any order
     return decode(dense, bucket.tile, shape, transform, exact=True)
 
 
 def band_directions(
-    layout: Layout, received: Sequence[ReceivedResult], max_elements: int, device: torch.device | str = "cpu"
+    layout: Layout,
+    received: Sequence[ReceivedResult],
+    max_elements: int,
+    device: torch.device | str = "cpu",
 ) -> Iterator[tuple[BandSlice, torch.Tensor]]:
     """The update direction band slice by band slice (each at most `max_elements` values): the slice and
     sign(exact inverse DCT of the aggregate) over its (rows, row_width), float32 in {-1, 0, 1}. Temporaries

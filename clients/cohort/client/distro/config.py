@@ -41,7 +41,9 @@ class DistroConfig:
     transform: Transform = "dct"
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.compression_decay <= 1.0):  # 0: no momentum carried over; the chain allows [0, 1)
+        if not (
+            0.0 <= self.compression_decay <= 1.0
+        ):  # 0: no momentum carried over; the chain allows [0, 1)
             raise ValueError(f"compression_decay must be in [0, 1], got {self.compression_decay}")
         if not isinstance(self.compression_chunk, int) or self.compression_chunk < 1:
             raise ValueError(

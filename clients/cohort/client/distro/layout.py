@@ -132,7 +132,9 @@ class BandSlice:
     def tiles(self) -> slice:
         """The rows of the bucket's (num_tiles, k) tile matrices that lie in this slice."""
         b = self.bucket
-        return slice(self.start // b.band_rows * b.tiles_per_band, self.end // b.band_rows * b.tiles_per_band)
+        return slice(
+            self.start // b.band_rows * b.tiles_per_band, self.end // b.band_rows * b.tiles_per_band
+        )
 
     def parts(self) -> Iterator[tuple[int, int, int, int]]:
         """(member index within the bucket, first row in the member, last row + 1, first row in the

@@ -89,7 +89,9 @@ class DistroOptimizer:
         self.params = [p for _, p in named]
         if layout is None:
             layout = plan_layout(((n, p.shape) for n, p in named), config)
-        elif list(layout.names) != self.names or list(layout.shapes) != [tuple(p.shape) for p in self.params]:
+        elif list(layout.names) != self.names or list(layout.shapes) != [
+            tuple(p.shape) for p in self.params
+        ]:
             raise ValueError("the layout does not describe these parameters")
         self.layout: Layout = layout
         self._all_reduce_sum = all_reduce_sum
@@ -217,7 +219,12 @@ class DistroOptimizer:
         indices, values = tiles.indices[rows], tiles.values[rows]
         if sparse_pays(b.topk, b.tile):
             return decode_sparse(indices, values, b.tile, band.shape, self.layout.transform)
-        return decode(densify(SparseTiles(indices, values), b.totalk), b.tile, band.shape, self.layout.transform)
+        return decode(
+            densify(SparseTiles(indices, values), b.totalk),
+            b.tile,
+            band.shape,
+            self.layout.transform,
+        )
 
     def _step_along(self, band: BandSlice, direction: torch.Tensor, eta: float) -> None:
         """w -= eta * direction for the rows of the bucket's parameters in `band` (direction: its rows).

@@ -15,7 +15,9 @@ class DistroResult:
     step: int
     batch: BatchId
     tiles: tuple[SparseTiles, ...]
-    state: bytes = bytes(32)  # sha256 of the trainer's optimizer state after the step (zero: not committed)
+    state: bytes = bytes(
+        32
+    )  # sha256 of the trainer's optimizer state after the step (zero: not committed)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,9 @@ class ShardPlan:
     model: Layout  # the whole model's plan: the codec's, the payload's
     local: Layout  # this rank's rows: same buckets, members and tiles; shorter shapes
     dim0: tuple[tuple[int, int], ...]  # per parameter (model order), the dim-0 rows held
-    first_tile: tuple[int, ...]  # per bucket, the first tile of a member's tiles that this rank holds
+    first_tile: tuple[
+        int, ...
+    ]  # per bucket, the first tile of a member's tiles that this rank holds
 
     def local_tensor(self, index: int, full: torch.Tensor) -> torch.Tensor:
         """This rank's rows of parameter `index` of a whole-model tensor (a view)."""
@@ -54,7 +56,9 @@ def plan_shard(model: Layout, rank: int, world: int) -> ShardPlan:
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} is not one of {world}")
     dim0 = [dim0_chunk(shape[0], rank, world) for shape in model.shapes]
-    local_shapes = [(end - start, *shape[1:]) for (start, end), shape in zip(dim0, model.shapes, strict=True)]
+    local_shapes = [
+        (end - start, *shape[1:]) for (start, end), shape in zip(dim0, model.shapes, strict=True)
+    ]
     buckets, first_tile = [], []
     for b in model.buckets:
         start, end = dim0[b.members[0]]
@@ -67,8 +71,12 @@ def plan_shard(model: Layout, rank: int, world: int) -> ShardPlan:
                     f"inside a band of {b.tile} tiles"
                 )
         if end == start:
-            raise ValueError(f"{model.names[b.members[0]]} {b.shape} has too few rows for {world} ranks")
-        buckets.append(Bucket(shape=local_shapes[b.members[0]], tile=b.tile, topk=b.topk, members=b.members))
+            raise ValueError(
+                f"{model.names[b.members[0]]} {b.shape} has too few rows for {world} ranks"
+            )
+        buckets.append(
+            Bucket(shape=local_shapes[b.members[0]], tile=b.tile, topk=b.topk, members=b.members)
+        )
         first_tile.append(start * per_row // band * b.tiles_per_band)
     local = Layout(model.names, tuple(local_shapes), tuple(buckets), model.transform)
     return ShardPlan(rank, world, model, local, tuple(dim0), tuple(first_tile))
@@ -89,8 +97,15 @@ def assemble(plans: Sequence[ShardPlan], parts: Sequence[DistroResult]) -> Distr
         for j in range(len(b.members)):
             for plan, part in zip(plans, parts, strict=True):
                 t = _member_tiles(plan.local.buckets[i])
-                pieces.append((part.tiles[i].indices[j * t : (j + 1) * t], part.tiles[i].values[j * t : (j + 1) * t]))
-        tiles.append(SparseTiles(torch.cat([p[0] for p in pieces]), torch.cat([p[1] for p in pieces])))
+                pieces.append(
+                    (
+                        part.tiles[i].indices[j * t : (j + 1) * t],
+                        part.tiles[i].values[j * t : (j + 1) * t],
+                    )
+                )
+        tiles.append(
+            SparseTiles(torch.cat([p[0] for p in pieces]), torch.cat([p[1] for p in pieces]))
+        )
     first = parts[0]
     return DistroResult(first.step, first.batch, tuple(tiles), first.state)
 
@@ -112,6 +127,8 @@ def local_results(plan: ShardPlan, received: Sequence[ReceivedResult]) -> list[R
     """Each result's tiles of this rank's rows (its commitment kept: the apply orders by it)."""
     out = []
     for r in received:
-        result = DistroResult(r.result.step, r.result.batch, local_tiles(plan, r.result.tiles), r.result.state)
+        result = DistroResult(
+            r.result.step, r.result.batch, local_tiles(plan, r.result.tiles), r.result.state
+        )
         out.append(ReceivedResult(result, r.commitment))
     return out

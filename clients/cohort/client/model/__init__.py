@@ -8,4 +8,15 @@ from .evaluation import EvalResult, evaluate
 from .llama import PRESETS, llama_config
 from .loss import lm_loss
 
-__all__ = ["ARCHITECTURES", "PRESETS", "EvalResult", "build_model", "config_for", "evaluate", "llama_config", "lm_loss", "parameter_digest", "weights_checksum"]
+__all__ = [
+    "ARCHITECTURES",
+    "PRESETS",
+    "EvalResult",
+    "build_model",
+    "config_for",
+    "evaluate",
+    "llama_config",
+    "lm_loss",
+    "parameter_digest",
+    "weights_checksum",
+]

@@ -73,5 +73,7 @@ def config_for(
             f"(supported: {', '.join(sorted(ARCHITECTURES))})"
         )
     if vocab_size < 2 or max_seq_len < 2:
-        raise ValueError(f"vocab_size and max_seq_len must be >= 2, got {vocab_size}, {max_seq_len}")
+        raise ValueError(
+            f"vocab_size and max_seq_len must be >= 2, got {vocab_size}, {max_seq_len}"
+        )
     return make(hf_config, vocab_size, max_seq_len)

@@ -29,10 +29,15 @@ def empty_model(config: PretrainedConfig) -> PreTrainedModel:
 
 
 def _module_seed(seed: int, name: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"cohort/init/{seed}/{name}".encode()).digest()[:8], "little") >> 1
+    return (
+        int.from_bytes(hashlib.sha256(f"cohort/init/{seed}/{name}".encode()).digest()[:8], "little")
+        >> 1
+    )
 
 
-def _units(module: torch.nn.Module, prefix: str = "") -> Iterator[tuple[str, torch.nn.Module, bool]]:
+def _units(
+    module: torch.nn.Module, prefix: str = ""
+) -> Iterator[tuple[str, torch.nn.Module, bool]]:
     """(name, module, whole) of what is initialised at once: every element of a ModuleList whole (a decoder
     layer: an initialisation may treat a layer's parameters together, as GPT-2 scales its output projections),
     and every other module's own parameters."""
@@ -46,7 +51,9 @@ def _units(module: torch.nn.Module, prefix: str = "") -> Iterator[tuple[str, tor
         yield from _units(child, f"{prefix}{name}.")
 
 
-def initial_values(model: PreTrainedModel, seed: int) -> Iterator[tuple[torch.nn.Parameter, torch.Tensor]]:
+def initial_values(
+    model: PreTrainedModel, seed: int
+) -> Iterator[tuple[torch.nn.Parameter, torch.Tensor]]:
     """Every parameter of `model` (only its shape and dtype are read: meta, sharded or real) with its initial
     values as a whole CPU tensor, drawn a unit at a time (`_units`; memory: one decoder layer) by the model's
     own initialisation, applied as `init_weights` applies it (children first), under a generator seeded by

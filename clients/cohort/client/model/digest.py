@@ -14,7 +14,9 @@ def tensors_digest(named: Iterable[tuple[str, torch.Tensor]]) -> str:
     for name, p in named:
         t = p.detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))  # hashed where it lies: no copy
+        h.update(
+            memoryview(t.reshape(-1).view(torch.uint8).numpy())
+        )  # hashed where it lies: no copy
     return h.hexdigest()
 
 
@@ -47,4 +49,6 @@ def weights_checksum(module: torch.nn.Module) -> int:
     dtype and shape. Any change of any weight's bits changes it; it is not meant to resist an adversary
     (it only compares our own replica with the majority's)."""
     with torch.no_grad():
-        return checksum_of((name, p.dtype, tuple(p.shape), bit_sum(p)) for name, p in module.named_parameters())
+        return checksum_of(
+            (name, p.dtype, tuple(p.shape), bit_sum(p)) for name, p in module.named_parameters()
+        )

@@ -8,4 +8,3 @@ import torch
 def lm_loss(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy (nats/token) of a (batch, seq_len) token tensor."""
     return model(input_ids=tokens, labels=tokens).loss
-

@@ -75,7 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--relay", action="append", default=[], metavar="URL", help="iroh relay URL")
     serve.add_argument(
-        "--dial", action="append", default=[], type=_peer_address, metavar="NODE_ID@HOST:PORT",
+        "--dial",
+        action="append",
+        default=[],
+        type=_peer_address,
+        metavar="NODE_ID@HOST:PORT",
         help="once started, ask this node for a blob (any answer will do), so it has a connection from us",
     )
     serve.add_argument(

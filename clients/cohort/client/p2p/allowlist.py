@@ -18,7 +18,9 @@ class Allowlist:
 
     def __init__(self, node_ids: Iterable[NodeId] = ()) -> None:
         self._ids: frozenset[NodeId] = frozenset()
-        self.addresses: frozenset[str] = frozenset()  # the members' advertised direct "host:port" addresses
+        self.addresses: frozenset[str] = (
+            frozenset()
+        )  # the members' advertised direct "host:port" addresses
         self.version = 0
         self.replace(node_ids)
 

@@ -56,7 +56,9 @@ class FetchPolicy:
     max_concurrent: int = 8
     min_rate: float = 256 << 10  # bytes per second a provider must average over a whole blob
     deadline_slack: float = 10.0
-    hedge_after: float = 1.0  # seconds without an answer's header before the next provider is asked too
+    hedge_after: float = (
+        1.0  # seconds without an answer's header before the next provider is asked too
+    )
     max_parallel: int = 3  # attempts of one fetch at once
     lanes: int = 4  # parts of a blob of known size taken from one provider side by side
     stripe_min: int = 64 << 10  # smaller blobs come whole
@@ -282,10 +284,15 @@ class BlobFetcher:
                 on_pace = running and all(r.on_pace(self.policy, now) for _, r in running.values())
                 if queue and len(running) < self.policy.max_parallel and not on_pace:
                     peer, received = queue.pop(), _Received(terms.progress, now)
-                    running[asyncio.create_task(self._fetch_from(peer, blob, terms, received))] = peer, received
+                    running[asyncio.create_task(self._fetch_from(peer, blob, terms, received))] = (
+                        peer,
+                        received,
+                    )
                 # looked at four times per hedge time: a streaming provider may fall behind at any moment
                 hedge = self.policy.hedge_after / 4 if queue else None
-                done, _ = await asyncio.wait(running, timeout=hedge, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    running, timeout=hedge, return_when=asyncio.FIRST_COMPLETED
+                )
                 for task in done:
                     peer, _ = running.pop(task)
                     try:
@@ -329,7 +336,9 @@ class BlobFetcher:
             if len(sizes) != 1:
                 raise _BadProvider(f"its parts disagree on the blob's length ({sorted(sizes)})")
             if len(data) != next(iter(sizes)):
-                raise _BadProvider(f"a blob of {next(iter(sizes))} bytes, not the {terms.expected} expected")
+                raise _BadProvider(
+                    f"a blob of {next(iter(sizes))} bytes, not the {terms.expected} expected"
+                )
             digest = hashlib.sha256(data).digest()
         if digest != blob:
             raise _BadProvider("bytes do not match the blob hash")

@@ -77,7 +77,9 @@ class BlobServer:
         if found is None:
             raise RequestRejected(Status.NOT_FOUND, f"no blob {blob.hex()[:16]}")
         source, size = found
-        opener = getattr(source, "open_reader", None)  # a reply holds what it reads: collecting it cuts nothing
+        opener = getattr(
+            source, "open_reader", None
+        )  # a reply holds what it reads: collecting it cuts nothing
         reader = opener(blob) if opener is not None else None
         if opener is not None and reader is None:
             raise RequestRejected(Status.NOT_FOUND, f"no blob {blob.hex()[:16]}")
@@ -89,7 +91,9 @@ class BlobServer:
 
     async def _serve(self, peer: NodeId, blob: bytes, source: BlobSource, size: int, request: bytes,
                      reply: ReplyWriter, reader: BlobReader | None) -> None:  # fmt: skip
-        start, length = PART.unpack(request[HASH_BYTES:]) if len(request) == MAX_REQUEST else (0, size)
+        start, length = (
+            PART.unpack(request[HASH_BYTES:]) if len(request) == MAX_REQUEST else (0, size)
+        )
         start = min(start, size)
         end = min(size, start + length)
         limit_of = getattr(source, "copy_limit", None)
@@ -106,16 +110,24 @@ class BlobServer:
                 await reply.write(LENGTH_PREFIX.pack(size))
                 for offset in range(start, end, READ_CHUNK):
                     part = min(READ_CHUNK, end - offset)
-                    chunk = await (reader.read(offset, part) if reader is not None else source.read_blob(blob, offset, part))
+                    chunk = await (
+                        reader.read(offset, part)
+                        if reader is not None
+                        else source.read_blob(blob, offset, part)
+                    )
                     await reply.write(chunk)
                     sent += len(chunk)
                     self.bytes_served += len(chunk)
         except TimeoutError:
             self.abandoned += 1
-            raise RequestRejected(Status.BUSY, f"reply not taken within {self.slack:g} s at {self.min_rate:g} B/s") from None
+            raise RequestRejected(
+                Status.BUSY, f"reply not taken within {self.slack:g} s at {self.min_rate:g} B/s"
+            ) from None
         finally:
             if copies := self.uploads.end(grant, sent, time.monotonic()):
-                if blob not in self.served and len(self.served) >= 4096:  # bounded: only recent blobs are asked about
+                if (
+                    blob not in self.served and len(self.served) >= 4096
+                ):  # bounded: only recent blobs are asked about
                     del self.served[next(iter(self.served))]
                 self.served[blob] = self.served.get(blob, 0) + copies
             self.serving[blob] -= 1

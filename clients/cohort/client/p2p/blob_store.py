@@ -64,7 +64,9 @@ class CopyLimit:
 class _Entry:
     data: bytes | None  # None: the blob is the file at `path`
     round: int
-    limit: CopyLimit | None = None  # our own blob: its copies are limited (None: anyone may fetch it here)
+    limit: CopyLimit | None = (
+        None  # our own blob: its copies are limited (None: anyone may fetch it here)
+    )
     path: Path | None = None
     size: int = 0
     offset: int = 0  # where the blob starts in the file at `path`
@@ -106,7 +108,9 @@ class BlobStore:
     def __init__(self) -> None:
         self._blobs: dict[bytes, _Entry] = {}
 
-    def put(self, data: bytes, round: int, *, own_copies: int | None = None, patience: float = 0.0) -> bytes:
+    def put(
+        self, data: bytes, round: int, *, own_copies: int | None = None, patience: float = 0.0
+    ) -> bytes:
         """Store `data` as part of `round`; returns its hash. Storing it again keeps the later round.
         `own_copies` limits the copies served of a blob we made (see `CopyLimit`; the blob server answers
         BUSY beyond it): its author serves its first few fetchers, and they serve the rest."""
@@ -126,7 +130,9 @@ class BlobStore:
             raise ValueError("own_copies must be >= 1 and patience >= 0")
         entry = self._blobs.get(blob)
         if entry is None:
-            limit = None if own_copies is None else CopyLimit(own_copies, time.monotonic(), patience)
+            limit = (
+                None if own_copies is None else CopyLimit(own_copies, time.monotonic(), patience)
+            )
             self._blobs[blob] = _Entry(data, round, limit)
         else:
             entry.round = max(entry.round, round)
@@ -143,7 +149,9 @@ class BlobStore:
         for ref in manifest.chunk_refs():
             entry = self._blobs.get(ref.hash)
             if entry is not None and (entry.data is not None or entry.round > round):
-                entry.round = max(entry.round, round)  # held in memory, or by a directory that outlives this one
+                entry.round = max(
+                    entry.round, round
+                )  # held in memory, or by a directory that outlives this one
                 continue
             # a part equal to one an older directory holds is served from this one from now on: whoever
             # removes the older directory (its round collected, or its owner pruning it) cuts nothing
@@ -175,7 +183,9 @@ class BlobStore:
         released = {self._blobs.pop(h).owned for h in old} - {None}
         for root in released - {entry.owned for entry in self._blobs.values()}:
             assert root is not None
-            shutil.rmtree(root, ignore_errors=True)  # a reader that has a file open keeps reading (POSIX)
+            shutil.rmtree(
+                root, ignore_errors=True
+            )  # a reader that has a file open keeps reading (POSIX)
         return len(old)
 
     def __contains__(self, blob: object) -> bool:

@@ -89,7 +89,9 @@ class GossipConfig:
     max_digests_per_peer: int = 2
     probe_peers: int = 1
     silent_strikes: int = 3
-    statements_per_round: int = 2  # different statements an origin may have held per round beyond its quota
+    statements_per_round: int = (
+        2  # different statements an origin may have held per round beyond its quota
+    )
 
     def __post_init__(self) -> None:
         if self.retain_rounds < 0 or self.future_rounds < 0:
@@ -176,7 +178,9 @@ class Gossip:
         self.transport = transport
         self.topic = topic
         self.on_message = on_message
-        self.statement: StatementOf | None = None  # set by the application: see the module's docstring
+        self.statement: StatementOf | None = (
+            None  # set by the application: see the module's docstring
+        )
         self.config = config or GossipConfig()
         self.stats = GossipStats()
         self.current_round = 0
@@ -187,13 +191,19 @@ class Gossip:
         self._messages: dict[bytes, Announcement] = {}
         self._by_round: dict[int, set[bytes]] = defaultdict(set)
         self._per_origin: dict[tuple[NodeId, int], int] = defaultdict(int)
-        self._statements: dict[tuple[NodeId, int], set[bytes]] = {}  # (origin, round) -> what it stated
+        self._statements: dict[
+            tuple[NodeId, int], set[bytes]
+        ] = {}  # (origin, round) -> what it stated
         self._origin_use: dict[NodeId, _Usage] = {}
         self._next_seq: dict[int, int] = defaultdict(int)
         self._suspects: dict[NodeId, float] = {}
-        self._neighbours_cache: tuple[object, set[NodeId], set[NodeId]] | None = None  # key, all, pushed to
+        self._neighbours_cache: tuple[object, set[NodeId], set[NodeId]] | None = (
+            None  # key, all, pushed to
+        )
         self._in_flight: dict[NodeId, int] = {}  # announcements of the push in flight to each peer
-        self._outbox: dict[NodeId, list[bytes]] = {}  # encoded, waiting for the push in flight to end
+        self._outbox: dict[
+            NodeId, list[bytes]
+        ] = {}  # encoded, waiting for the push in flight to end
         self._pushing: set[NodeId] = set()  # peers with a push task running
         self._digests_serving: dict[NodeId, int] = defaultdict(int)
         self._strikes: dict[NodeId, int] = defaultdict(int)
@@ -219,7 +229,10 @@ class Gossip:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("members are PeerAddress values")
             members[peer.node_id] = peer
-        for node_id, peer in members.items():  # a member at a new address restarted: its old failures are moot
+        for (
+            node_id,
+            peer,
+        ) in members.items():  # a member at a new address restarted: its old failures are moot
             if node_id in self._members and self._members[node_id] != peer:
                 self._suspects.pop(node_id, None)
         self._ring_seed = overlay.ring_seed(self.topic, overlay_key)
@@ -246,7 +259,9 @@ class Gossip:
         key = (self._members_version, suspects)
         if self._neighbours_cache is None or self._neighbours_cache[0] != key:
             members, rings = self._members.keys(), self.config.rings
-            ids = overlay.neighbours(self._me, members, self._ring_seed, rings=rings, exclude=suspects)
+            ids = overlay.neighbours(
+                self._me, members, self._ring_seed, rings=rings, exclude=suspects
+            )
             usual = overlay.neighbours(self._me, members, self._ring_seed, rings=rings)
             if suspects and len(ids) < len(usual):
                 # a suspect is skipped only for a replacement: in a small run (a full mesh) none exists,
@@ -451,7 +466,8 @@ class Gossip:
             first = first or error
         if first is not None:
             raise RequestRejected(
-                first.status, f"{refused} of {len(frames)} announcements refused; the first: {first.message}"
+                first.status,
+                f"{refused} of {len(frames)} announcements refused; the first: {first.message}",
             )
 
     # --- pushing ------------------------------------------------------------------------------
@@ -487,13 +503,17 @@ class Gossip:
                         ) as reply:
                             while await reply.read():
                                 pass
-                except RemoteError as e:  # it answered (and kept what it accepted): the rest still goes
+                except (
+                    RemoteError
+                ) as e:  # it answered (and kept what it accepted): the rest still goes
                     self.stats.push_failures += 1
                     self._suspect(node, e)
                     continue
                 except (TransportError, TimeoutError) as e:
                     self.stats.push_failures += 1
-                    self.stats.dropped_backlog += len(self._outbox.pop(node, ()))  # repair carries them
+                    self.stats.dropped_backlog += len(
+                        self._outbox.pop(node, ())
+                    )  # repair carries them
                     self._suspect(node, e)
                     return
                 self.stats.push_requests += 1
@@ -682,7 +702,9 @@ def take_frames(buffer: bytearray) -> Iterator[bytes]:
     while len(buffer) >= _FRAME.size:
         (length,) = _FRAME.unpack_from(buffer)
         if length > MAX_ANNOUNCEMENT:
-            raise ValueError(f"a frame of {length} bytes exceeds an announcement's {MAX_ANNOUNCEMENT}")
+            raise ValueError(
+                f"a frame of {length} bytes exceeds an announcement's {MAX_ANNOUNCEMENT}"
+            )
         if len(buffer) < _FRAME.size + length:
             return
         yield bytes(buffer[_FRAME.size : _FRAME.size + length])

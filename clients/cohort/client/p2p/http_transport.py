@@ -143,7 +143,9 @@ class HttpTransport(Transport):
 
     # --- requesting ---------------------------------------------------------------------------
 
-    async def _open(self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0) -> _HttpReply:
+    async def _open(
+        self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0
+    ) -> _HttpReply:
         # lanes need nothing here: each request that runs beside another has a TCP connection of its own
         if self._session is None:
             raise RuntimeError("transport not started")

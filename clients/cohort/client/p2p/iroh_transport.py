@@ -131,7 +131,9 @@ class IrohTransport(Transport):
         self._dial_locks: dict[tuple[NodeId, int], asyncio.Lock] = {}
         self._dialled: dict[NodeId, PeerAddress] = {}  # the address each peer was last dialled at
         self._max_frame = 0
-        self._handshaking: dict[str, int] = {}  # handshakes in flight by IP (from non-member addresses)
+        self._handshaking: dict[
+            str, int
+        ] = {}  # handshakes in flight by IP (from non-member addresses)
         self._strangers = 0  # handshakes in flight from non-member addresses
         self._members = 0  # handshakes in flight in the members' pool
 
@@ -208,7 +210,9 @@ class IrohTransport(Transport):
     def _lanes(self, node_id: NodeId) -> list[tuple[int, object]]:
         """(lane, connection) of each connection we keep to `node_id` (a few lookups, not a scan: this
         runs for every request)."""
-        return [(lane, c[0]) for lane in range(MAX_LANES) if (c := self._outgoing.get((node_id, lane)))]
+        return [
+            (lane, c[0]) for lane in range(MAX_LANES) if (c := self._outgoing.get((node_id, lane)))
+        ]
 
     def _drop(self, node_id: NodeId, reason: bytes, silent=lambda lane, conn: True) -> None:
         """Close the connections to `node_id` that `silent` picks (all by default)."""
@@ -219,7 +223,9 @@ class IrohTransport(Transport):
 
     # --- requesting ---------------------------------------------------------------------------
 
-    async def _open(self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0) -> _IrohReply:
+    async def _open(
+        self, peer: PeerAddress, protocol: str, body: bytes, lane: int = 0
+    ) -> _IrohReply:
         name = protocol.encode()
         frame = bytes([len(name)]) + name + _HEADER.pack(len(body)) + body
         for attempt in (0, 1):
@@ -256,7 +262,9 @@ class IrohTransport(Transport):
         key = (peer.node_id, lane)
         last = self._dialled.get(peer.node_id)
         if last is not None and peer.addrs and not set(last.addrs) & set(peer.addrs):
-            self._moved(peer)  # no address in common: a restart elsewhere, not an address added or dropped
+            self._moved(
+                peer
+            )  # no address in common: a restart elsewhere, not an address added or dropped
         if len(self._dialled) >= MAX_DIALLED and peer.node_id not in self._dialled:
             self._dialled.clear()  # bounded: only peers dialled again soon matter
         self._dialled[peer.node_id] = peer
@@ -340,7 +348,10 @@ class IrohTransport(Transport):
         remote = await incoming.remote_addr()
         addr = remote.addr if remote.is_ip() else ""
         ip = addr.rpartition(":")[0] if addr else "relay"
-        if self._strangers < MAX_HANDSHAKES and self._handshaking.get(ip, 0) < MAX_HANDSHAKES_PER_IP:
+        if (
+            self._strangers < MAX_HANDSHAKES
+            and self._handshaking.get(ip, 0) < MAX_HANDSHAKES_PER_IP
+        ):
             self._strangers += 1
             self._handshaking[ip] = self._handshaking.get(ip, 0) + 1
             return ip
@@ -349,7 +360,9 @@ class IrohTransport(Transport):
             if await incoming.remote_addr_validated():
                 self._members += 1
                 return ""
-            await incoming.retry()  # the member's next attempt carries a token: its address is its own
+            await (
+                incoming.retry()
+            )  # the member's next attempt carries a token: its address is its own
             extra["handshake_retries"] = extra.get("handshake_retries", 0) + 1
             return None
         await incoming.refuse()

@@ -64,7 +64,11 @@ class P2PNode:
         """(bytes sent, bytes received) over every protocol so far: requests and blobs served, gossip
         pushes and repairs, blobs fetched."""
         g = self.gossip.stats
-        sent = self.transport.stats.request_bytes_sent + self.blob_server.bytes_served + g.repair_bytes_sent
+        sent = (
+            self.transport.stats.request_bytes_sent
+            + self.blob_server.bytes_served
+            + g.repair_bytes_sent
+        )
         received = self.fetcher.bytes_fetched + g.push_bytes_received + g.repair_bytes_received
         return sent, received
 
@@ -92,7 +96,9 @@ class P2PNode:
         """
         peers = list(peers)
         self.gossip.set_members(peers, overlay_key)  # first: it checks the key
-        self.transport.allowlist.replace((p.node_id for p in peers), (a for p in peers for a in p.addrs))
+        self.transport.allowlist.replace(
+            (p.node_id for p in peers), (a for p in peers for a in p.addrs)
+        )
 
     def advance_round(self, round: int, keep_rounds: int = 2) -> None:
         """Start `round`: forget blobs older than `round - keep_rounds` and old announcements."""
@@ -133,8 +139,14 @@ class P2PNode:
             share = await asyncio.to_thread(DirectoryShare.scan, root)
         else:
             share = DirectoryShare(root, manifest)
-        sources = self.blob_server.sources  # pruned checkpoints leave; the list does not grow per epoch
-        sources[:] = [s for s in sources if not (isinstance(s, DirectoryShare) and (s.gone or s.root == share.root))]
+        sources = (
+            self.blob_server.sources
+        )  # pruned checkpoints leave; the list does not grow per epoch
+        sources[:] = [
+            s
+            for s in sources
+            if not (isinstance(s, DirectoryShare) and (s.gone or s.root == share.root))
+        ]
         sources.append(share)
         return share.manifest_hash
 
@@ -150,9 +162,17 @@ class P2PNode:
         """Download a shared directory into `dest` (new, empty, or what an interrupted download of it
         left) from the peers that hold it, each part checked on arrival; by default serve it too."""
         dest = Path(dest)
-        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())) and not journal_path(dest).exists():
-            raise FileExistsError(f"{dest} exists and is not an empty directory")  # never wipe a stranger's files
-        manifest = await fetch_parts(self.fetcher, manifest_hash, providers, dest, progress=progress)
+        if (
+            dest.exists()
+            and (not dest.is_dir() or any(dest.iterdir()))
+            and not journal_path(dest).exists()
+        ):
+            raise FileExistsError(
+                f"{dest} exists and is not an empty directory"
+            )  # never wipe a stranger's files
+        manifest = await fetch_parts(
+            self.fetcher, manifest_hash, providers, dest, progress=progress
+        )
         if share:
             await self.share_directory(dest, manifest)
         return manifest

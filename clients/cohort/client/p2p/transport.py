@@ -137,7 +137,9 @@ class TransportStats:
     request_bytes_sent: int = 0
     requests_served: int = 0
     requests_refused: int = 0
-    dials: int = 0  # connections dialled (each a handshake on both sides), where the transport keeps them
+    dials: int = (
+        0  # connections dialled (each a handshake on both sides), where the transport keeps them
+    )
     extra: dict[str, int] = field(default_factory=dict)
 
 

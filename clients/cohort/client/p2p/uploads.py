@@ -31,9 +31,15 @@ from .identity import NodeId
 from .transport import MAX_LANES
 
 COPIES_PER_PEER = 3  # a part a check asks for is tried three times (runtime PART_TRIES)
-REFETCH_EVERY = 1.0  # seconds in which one copy's worth of charges drains (a check's part retry waits 1 s)
-LINGER = 1.0  # seconds after a request in which the next part of its copy is let through past the limit
-FORGET_AFTER = 600.0  # seconds after which an idle account is forgotten (and its place, long after patience)
+REFETCH_EVERY = (
+    1.0  # seconds in which one copy's worth of charges drains (a check's part retry waits 1 s)
+)
+LINGER = (
+    1.0  # seconds after a request in which the next part of its copy is let through past the limit
+)
+FORGET_AFTER = (
+    600.0  # seconds after which an idle account is forgotten (and its place, long after patience)
+)
 SWEEP_AT = 1024  # books (blobs) in the table before the first sweep
 
 
@@ -44,7 +50,9 @@ class _Account:
     charged: float = 0.0  # what ended requests cost, less what drained since
     drained: float = 0.0  # when `charged` was last drained
     copies: int = 0  # copies delivered in full
-    sent: list[tuple[int, int]] = field(default_factory=list)  # [start, end) ranges sent of the next copy
+    sent: list[tuple[int, int]] = field(
+        default_factory=list
+    )  # [start, end) ranges sent of the next copy
     last: float = 0.0  # when a request last began or ended
 
     def drain(self, now: float, per_second: float) -> None:
@@ -88,8 +96,15 @@ class Uploads:
     def __init__(self, copies: int = COPIES_PER_PEER, lanes: int = MAX_LANES, refetch_every: float = REFETCH_EVERY,
                  linger: float = LINGER, forget_after: float = FORGET_AFTER) -> None:  # fmt: skip
         if copies < 1 or lanes < 1 or refetch_every <= 0 or linger < 0 or forget_after <= 0:
-            raise ValueError("copies and lanes must be >= 1, refetch_every and forget_after > 0, linger >= 0")
-        self.copies, self.lanes, self.linger, self.forget_after = copies, lanes, linger, forget_after
+            raise ValueError(
+                "copies and lanes must be >= 1, refetch_every and forget_after > 0, linger >= 0"
+            )
+        self.copies, self.lanes, self.linger, self.forget_after = (
+            copies,
+            lanes,
+            linger,
+            forget_after,
+        )
         self.refetch_every = refetch_every
         self._books: dict[bytes, dict[NodeId, _Account]] = {}
         self._sweep_at = SWEEP_AT
@@ -143,7 +158,9 @@ class Uploads:
             book = self._books[blob]
             if not held(blob):
                 book = {p: a for p, a in book.items() if a.active}  # only requests under way stay
-            for peer in [p for p, a in book.items() if not a.active and now - a.last >= self.forget_after]:
+            for peer in [
+                p for p, a in book.items() if not a.active and now - a.last >= self.forget_after
+            ]:
                 del book[peer]
             if book:
                 self._books[blob] = book

@@ -35,7 +35,14 @@ LOST_GRACE = 15.0  # seconds a member that lost a rank waits for its client's cl
 
 
 @click.command("train")
-@click.option("--run", "run_id", required=True, envvar="COHORT_RUN", show_envvar=True, help="Run id or address.")
+@click.option(
+    "--run",
+    "run_id",
+    required=True,
+    envvar="COHORT_RUN",
+    show_envvar=True,
+    help="Run id or address.",
+)
 @click.option("--device", default="auto", envvar="COHORT_DEVICE", show_envvar=True,
               help="auto | cpu | cuda | cuda:N.")  # fmt: skip
 @click.option("--p2p", type=click.Choice(["iroh", "http"]), default="iroh", envvar="COHORT_P2P",
@@ -88,7 +95,9 @@ def train(settings: Settings, run_id: str, device: str, p2p: str, bind: str, rel
           slowdown: float, nproc_per_node: int, hub_repo: str | None = None, metrics_dir: Path | None = None,
           metrics_port: int | None = None) -> None:  # fmt: skip
     """Join a run and train in it with this wallet."""
-    if hub_repo is not None:  # a bad repo id or a missing token: one line now, not at the first epoch's end
+    if (
+        hub_repo is not None
+    ):  # a bad repo id or a missing token: one line now, not at the first epoch's end
         from ..checkpoint.hub import HubUpload
         from ..checkpoint.layout import CheckpointError
 
@@ -149,7 +158,9 @@ def _run_client(options: ClientOptions, leader: Leader | None) -> int:
         client.stop()  # a clean leave (exit_run), once the member's jobs in flight have failed
         await asyncio.sleep(LOST_GRACE)
         # still here: a model job that failed with the ranks is one the machine still waits for
-        with contextlib.suppress(Exception):  # exit_run if the RPC answers in time: the chain need not drop us
+        with contextlib.suppress(
+            Exception
+        ):  # exit_run if the RPC answers in time: the chain need not drop us
             await asyncio.wait_for(client.effects.leave("this member lost a rank"), LOST_GRACE)
         client.post(ClientRefused(ExitCode.ERROR, f"this member lost a rank: {error}"[:300]))
 
@@ -158,7 +169,9 @@ def _run_client(options: ClientOptions, leader: Leader | None) -> int:
             loop = asyncio.get_running_loop()
 
             def lost(error: BaseException) -> None:  # on the thread that found out
-                loop.call_soon_threadsafe(lambda: kept.add(asyncio.ensure_future(leave_without_ranks(error))))
+                loop.call_soon_threadsafe(
+                    lambda: kept.add(asyncio.ensure_future(leave_without_ranks(error)))
+                )
 
             leader.on_lost = lost
         return await client.run()
@@ -166,7 +179,9 @@ def _run_client(options: ClientOptions, leader: Leader | None) -> int:
     code = asyncio.run(run())
     if code != ExitCode.OK:
         reason = getattr(client, "refusal", None)
-        click.echo(f"Error: {reason}" if reason else f"Error: the client stopped ({code.name})", err=True)
+        click.echo(
+            f"Error: {reason}" if reason else f"Error: the client stopped ({code.name})", err=True
+        )
     return int(code)
 
 

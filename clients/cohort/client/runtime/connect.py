@@ -44,7 +44,9 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
         raise ClientRefused(ExitCode.USAGE, str(e)) from None
     self.core = CoordinatorCore()
     self.rpc = await stack.enter_async_context(Rpc(list(o.cluster_urls), idl=self.core.idl))
-    self.chain = RunClient(self.rpc, Pubkey.from_string(o.program_id), ws_url=o.ws_url, idl=self.core.idl)
+    self.chain = RunClient(
+        self.rpc, Pubkey.from_string(o.program_id), ws_url=o.ws_url, idl=self.core.idl
+    )
     try:
         run = await self.chain.fetch_run(o.run)
         balance = await self.rpc.balance(self.wallet.pubkey())
@@ -62,15 +64,21 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
     if run.state == RunState.Finished:
         raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is finished")
     if run.state in (RunState.Paused, RunState.Uninitialized):
-        raise ClientRefused(ExitCode.RUN_HALTED, f"run {run.run_id!r} is {run.state.lower()}: nothing to join")
+        raise ClientRefused(
+            ExitCode.RUN_HALTED, f"run {run.run_id!r} is {run.state.lower()}: nothing to join"
+        )
     if balance < MIN_BALANCE:
         raise ClientRefused(ExitCode.UNFUNDED,
                             f"wallet {self.wallet.pubkey()} holds {balance / 1e9:.4f} SOL; a client needs "
                             "at least 0.01 SOL for its transaction fees (fund it, e.g. `cohort wallet airdrop`)")  # fmt: skip
     if run.config.join_policy == "Authorized":
         grant = await self.rpc.account_owner_and_data(
-            self.chain.join_authorization_address(run.address, self.wallet.pubkey()))
-        allowed = grant is not None and self.core.idl.decode_account("JoinAuthorization", grant[1])["allowed"]
+            self.chain.join_authorization_address(run.address, self.wallet.pubkey())
+        )
+        allowed = (
+            grant is not None
+            and self.core.idl.decode_account("JoinAuthorization", grant[1])["allowed"]
+        )
         if not allowed:
             raise ClientRefused(ExitCode.NOT_AUTHORIZED,
                                 f"run {run.run_id!r} admits only authorized wallets, and "
@@ -82,6 +90,7 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
                      wallet=str(self.wallet.pubkey()), rpc=self.rpc.url)  # fmt: skip
     check_memory(self.spec, run.config, run.run_id, o)  # before anything is built, joined or sent
 
+
 async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
     o, run = self.options, self.latest
     assert run is not None
@@ -90,7 +99,12 @@ async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
         from ..p2p import IrohConfig
 
         config = IrohConfig(bind_host=o.bind_host, port=o.bind_port, relay_urls=o.relays)
-        node = P2PNode.iroh(self.node_key, bytes(run.address), config, on_message=lambda a: self.exchange.on_message(a))
+        node = P2PNode.iroh(
+            self.node_key,
+            bytes(run.address),
+            config,
+            on_message=lambda a: self.exchange.on_message(a),
+        )
     else:
         node = P2PNode.http(self.node_key, bytes(run.address), host=o.bind_host, port=o.bind_port,
                             on_message=lambda a: self.exchange.on_message(a))  # fmt: skip
@@ -102,9 +116,12 @@ async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
     stack.callback(self.exchange.reset)
     root = o.checkpoint_dir or default_root(str(run.address), self.node_key.node_id.hex()[:16])
     self.shelf = CheckpointShelf(root, self.node, self.worker)
-    self.shelf.progress = progress_events(self.events)  # a joiner's fetch: bytes, rate and ETA as events
+    self.shelf.progress = progress_events(
+        self.events
+    )  # a joiner's fetch: bytes, rate and ETA as events
     self.endpoint = encode_endpoint(self.node.address)
     self.events.emit("p2p_started", node_id=self.node_key.node_id.hex(), endpoint=self.endpoint)
+
 
 def _check(self: Client, payload: bytes) -> PayloadHeader:
     """A peer's payload checked by our model's codec (refused until the model is built)."""
@@ -112,14 +129,17 @@ def _check(self: Client, payload: bytes) -> PayloadHeader:
         raise ValueError("no model yet to check results against")
     return self.trainer_ready.result().check(payload)
 
+
 def _payload_size(self: Client) -> int:
     return self.trainer_ready.result().payload_size if self.trainer_ready.done() else 0
+
 
 def install_signals(self: Client) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, self.stop)
+
 
 async def build_trainer(self: Client) -> Replica:
     import torch  # the training stack loads only once there is something to train
@@ -137,19 +157,27 @@ async def build_trainer(self: Client) -> Replica:
     try:
         o, seed = self.options, initial_seed(bytes(run.address))
         trainer: Replica  # every kind below is one (replica.py)
-        if o.synthetic:  # protocol tests at scale: no training (synthetic.py says what it does instead)
+        if (
+            o.synthetic
+        ):  # protocol tests at scale: no training (synthetic.py says what it does instead)
             trainer = await self.worker.run(lambda: SyntheticReplica(self.spec, seed=seed,
                                                                      seconds_per_sequence=o.synthetic_seconds))  # fmt: skip
-        elif member_ranks() > 1:  # rank 0 of a member that spans processes (launch.py): the others hold shards
+        elif (
+            member_ranks() > 1
+        ):  # rank 0 of a member that spans processes (launch.py): the others hold shards
             from .sharded import ShardedReplica
 
-            scratch = self.shelf.root / "replica"  # the states it commits when the run verifies, on rank 0's disk
+            scratch = (
+                self.shelf.root / "replica"
+            )  # the states it commits when the run verifies, on rank 0's disk
             scratch.mkdir(parents=True, exist_ok=True)
             trainer = await self.worker.run(lambda: ShardedReplica(self.spec, seed=seed, device=o.torch_device(),
                                                                    micro_batch_size=o.micro_batch_size,
                                                                    scratch=scratch))  # fmt: skip
         else:
-            scratch = self.shelf.root / "replica"  # what verification keeps on disk, beside our checkpoints
+            scratch = (
+                self.shelf.root / "replica"
+            )  # what verification keeps on disk, beside our checkpoints
             scratch.mkdir(parents=True, exist_ok=True)
             if o.lean_memory:
                 return_freed_memory()
@@ -158,7 +186,11 @@ async def build_trainer(self: Client) -> Replica:
                                                                  activation_checkpointing=o.lean_memory))  # fmt: skip
         if o.slowdown > 1:
             trainer = SlowedReplica(trainer, o.slowdown)
-    except (ValueError, OSError, RuntimeError) as e:  # data errors and vocabulary mismatches included
+    except (
+        ValueError,
+        OSError,
+        RuntimeError,
+    ) as e:  # data errors and vocabulary mismatches included
         self.post(ClientRefused(ExitCode.DATA_UNAVAILABLE,
                                 f"cannot build run {run.run_id!r}'s model and data here: {e}"))  # fmt: skip
         raise
@@ -168,4 +200,3 @@ async def build_trainer(self: Client) -> Replica:
                      digest=await self.worker.run(trainer.digest),
                      seconds=round(time.perf_counter() - started, 3), device=str(trainer.device))  # fmt: skip
     return trainer
-

@@ -65,18 +65,34 @@ if TYPE_CHECKING:
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
 KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
-GOSSIP_TROUBLE = ("rejected", "stale", "future", "over_quota", "push_failures", "dropped_backlog", "silent_suspected")
+GOSSIP_TROUBLE = (
+    "rejected",
+    "stale",
+    "future",
+    "over_quota",
+    "push_failures",
+    "dropped_backlog",
+    "silent_suspected",
+)
 # A check's fetch of a trainer's committed states: the two manifests, then the parts its sample reads (the
 # sign plane and a few bands), given time in proportion to the bytes asked at the rate every member must
 # sustain (the fetcher's own minimum), and PART_TRIES tries per part before the trainer is reported.
 MANIFEST_DEADLINE = 30.0
 CHECK_RATE = 256 << 10  # bytes per second a member serves its committed parts at, at least
 CHECK_SLACK = 30.0
-CHECK_PARALLEL = 2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
+CHECK_PARALLEL = (
+    2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
+)
 PART_TRIES = 3
-PART_RETRY_PAUSE = 1.0  # seconds before a part is asked again (a connection that broke is dialled anew)
-STATE_EXTRA_ROUNDS = KEPT_STATES - KEPT_FOR_CHECKS - 1  # our committed states outlive our results by this
-CHECKPOINT_RETRY = 1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
+PART_RETRY_PAUSE = (
+    1.0  # seconds before a part is asked again (a connection that broke is dialled anew)
+)
+STATE_EXTRA_ROUNDS = (
+    KEPT_STATES - KEPT_FOR_CHECKS - 1
+)  # our committed states outlive our results by this
+CHECKPOINT_RETRY = (
+    1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
+)
 
 
 class Effects:
@@ -86,7 +102,9 @@ class Effects:
         self.payloads: dict[bytes, bytes] = {}  # our own results until published
         self.own: dict[int, bytes] = {}  # step -> our result's commitment (recent steps)
         self.addresses: dict[int, Any] = {}  # epoch index -> PeerAddress of this epoch's members
-        self.last_loss: tuple[float, int, float] | None = None  # loss, tokens, seconds of our last step
+        self.last_loss: tuple[float, int, float] | None = (
+            None  # loss, tokens, seconds of our last step
+        )
         self.last_eval = None
 
     def carry_out(self, action: Action) -> None:
@@ -104,7 +122,9 @@ class Effects:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             error = task.exception()
-            self.c.events.emit("task_failed", what=what, error=f"{type(error).__name__}: {error}"[:300])
+            self.c.events.emit(
+                "task_failed", what=what, error=f"{type(error).__name__}: {error}"[:300]
+            )
 
     def _tx(self, kind: str, key: int, request: Callable[[], Awaitable[Any]]) -> None:
         async def send() -> None:
@@ -190,7 +210,9 @@ class Effects:
         pointer = run.model.checkpoint
         if pointer.kind in ("Hub", "P2P") and pointer.repo and pointer.weights_sha256 != bytes(32):
             try:
-                path = await c.shelf.fetch_hub(pointer.repo, pointer.revision, pointer.weights_sha256)
+                path = await c.shelf.fetch_hub(
+                    pointer.repo, pointer.revision, pointer.weights_sha256
+                )
                 await c.worker.run(trainer.load, path, pointer.weights_sha256)
             except (CheckpointError, OSError) as e:
                 return False, str(e)
@@ -224,8 +246,14 @@ class Effects:
         until = time.monotonic() + max(run.config.warmup_time / 2, 5)
         # the Hub copy a checkpointer pointed the record at: tried when no peer is left to ask, or once
         # the peers had their time (a record that still names the run's first repo just fails to verify)
-        hub = (checkpoint.repo, checkpoint.revision) if checkpoint.kind in ("Hub", "P2P") and checkpoint.repo else None
-        while True:  # at an epoch's start our peers may not have let us in yet (they follow our join)
+        hub = (
+            (checkpoint.repo, checkpoint.revision)
+            if checkpoint.kind in ("Hub", "P2P") and checkpoint.repo
+            else None
+        )
+        while (
+            True
+        ):  # at an epoch's start our peers may not have let us in yet (they follow our join)
             last = hub is not None and (not self.addresses or time.monotonic() > until)
             try:
                 path = await c.shelf.fetch(checkpoint.weights_sha256, self.addresses.values(),
@@ -271,7 +299,11 @@ class Effects:
 
     def _WarmupWitness(self, action: WarmupWitness) -> None:
         c = self.c
-        self._tx("warmup_witness", action.index, lambda: c.chain.warmup_witness(c.wallet, c.run_address, action.index))
+        self._tx(
+            "warmup_witness",
+            action.index,
+            lambda: c.chain.warmup_witness(c.wallet, c.run_address, action.index),
+        )
 
     # -- the model ----------------------------------------------------------------------------------
     def _Train(self, action: Train) -> None:
@@ -287,10 +319,14 @@ class Effects:
             return
         commitment = hashlib.sha256(out.payload).digest()
         self.payloads[commitment] = out.payload
-        if out.state is not None:  # the run verifies: our state after this step, served from disk under its hash
+        if (
+            out.state is not None
+        ):  # the run verifies: our state after this step, served from disk under its hash
             # kept as long as the replica keeps it (KEPT_STATES steps), well past its results: a check of it may
             # start late behind slow links and busy verifiers, and it costs disk, not memory
-            c.node.store.put_directory(out.state.root, out.state.manifest, action.step + STATE_EXTRA_ROUNDS)
+            c.node.store.put_directory(
+                out.state.root, out.state.manifest, action.step + STATE_EXTRA_ROUNDS
+            )
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]
@@ -317,7 +353,10 @@ class Effects:
 
     def _Publish(self, action: Publish) -> None:
         payload = self.payloads.pop(action.commitment)
-        self.spawn(self.c.exchange.publish(action.step, action.batch, action.commitment, payload), "publish")
+        self.spawn(
+            self.c.exchange.publish(action.step, action.batch, action.commitment, payload),
+            "publish",
+        )
 
     def _Apply(self, action: Apply) -> None:
         self.spawn(self._apply(action), "apply")
@@ -327,7 +366,9 @@ class Effects:
         trainer = await c.trainer_ready
         payloads = [c.node.store.get(commitment) for commitment in action.commitments]
         if any(p is None for p in payloads):  # the machine asks only for what we hold: a bug if not
-            raise RuntimeError(f"step {action.step}: a decided result is no longer in the blob store")
+            raise RuntimeError(
+                f"step {action.step}: a decided result is no longer in the blob store"
+            )
         seconds = 0.0
 
         def apply() -> int:  # timed on the worker: the job may queue behind training
@@ -340,7 +381,9 @@ class Effects:
 
         try:
             digest = await c.worker.run(apply)
-        except Exception as e:  # a half-applied step: the machine leaves the epoch rather than wait for ever
+        except (
+            Exception
+        ) as e:  # a half-applied step: the machine leaves the epoch rather than wait for ever
             c.post(ApplyFailed(action.epoch, action.step, f"{type(e).__name__}: {e}"[:300]))
             raise
         # kept for the verifiers the seed may draw, and for peers behind us: a client whose view of the chain
@@ -351,7 +394,9 @@ class Effects:
         sent, received = c.node.traffic()
         own = self.own.get(action.step)
         uploads = c.node.blob_server.served.get(own, 0) if own is not None else None
-        g = c.node.gossip.stats  # what gossip refused or failed to pass on so far: why a result may not arrive
+        g = (
+            c.node.gossip.stats
+        )  # what gossip refused or failed to pass on so far: why a result may not arrive
         trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
         t = c.node.transport.stats  # requests, not bytes, are what a peer's CPU pays for
         c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble,
@@ -368,7 +413,9 @@ class Effects:
         info = await c.shelf.save(trainer, run_id=run.run_id, step=action.step, epoch=action.epoch)
         digest = await c.worker.run(trainer.digest)
         c.post(Saved(action.epoch, action.step, info.manifest_hash, digest))
-        if c.options.hub_repo is not None:  # a checkpointer: the Hub too, and the chain's record pointed at it
+        if (
+            c.options.hub_repo is not None
+        ):  # a checkpointer: the Hub too, and the chain's record pointed at it
             from ..checkpoint import HubUpload
             from .hub_publish import publish_to_hub
 
@@ -378,7 +425,9 @@ class Effects:
 
     # -- peers --------------------------------------------------------------------------------------
     def _Fetch(self, action: Fetch) -> None:
-        self.c.exchange.fetch(action.step, action.sender, action.commitment, action.batch, action.decided)
+        self.c.exchange.fetch(
+            action.step, action.sender, action.commitment, action.batch, action.decided
+        )
 
     def _FetchList(self, action: FetchList) -> None:
         self.c.exchange.fetch_list(action.step, action.root, action.holders, action.clients)
@@ -395,7 +444,9 @@ class Effects:
         metadata = {
             "loss": float(loss),
             "tokens_per_sec": float(tokens / seconds) if seconds else 0.0,
-            "bytes_sent": int(getattr(c.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent),
+            "bytes_sent": int(
+                getattr(c.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent
+            ),
             "bytes_received": int(c.exchange.bytes_received),
             "eval_loss": float(self.last_eval.loss) if self.last_eval else 0.0,
             "eval_tokens": int(self.last_eval.tokens) if self.last_eval else 0,
@@ -403,7 +454,12 @@ class Effects:
         args = {"step": action.step, "index": action.index, "position": action.position,
                 "participants": action.results.participants(), "results_root": action.results.root,
                 "weights_digest": action.weights_digest, "metadata": metadata}  # fmt: skip
-        c.events.emit("witness_sent", step=action.step, position=action.position, attested=len(action.results.entries))
+        c.events.emit(
+            "witness_sent",
+            step=action.step,
+            position=action.position,
+            attested=len(action.results.entries),
+        )
         self._tx("witness", action.step, lambda: c.chain.witness(c.wallet, c.run_address, args))
 
     def _ReadRecords(self, action: ReadRecords) -> None:
@@ -427,8 +483,13 @@ class Effects:
         for start in range(0, len(action.indices), 32):
             chunk = list(action.indices[start : start + 32])
             c.events.emit("health_check", step=action.step, dropped=chunk)
-            self._tx("health_check", action.step,
-                     lambda chunk=chunk: c.chain.health_check(c.wallet, c.run_address, action.step, chunk))
+            self._tx(
+                "health_check",
+                action.step,
+                lambda chunk=chunk: c.chain.health_check(
+                    c.wallet, c.run_address, action.step, chunk
+                ),
+            )
 
     def _ReportEquivocation(self, action: ReportEquivocation) -> None:
         from cohort.sdk.client import SignedResult
@@ -464,7 +525,9 @@ class Effects:
         if not any(after) or not any(before):
             return done(False, "its results commit no optimizer state", "StateNotDelivered")
         if action.trainer not in self.addresses:
-            return done(False, "we have no address for the trainer")  # our gap, not evidence against it
+            return done(
+                False, "we have no address for the trainer"
+            )  # our gap, not evidence against it
         holder = [self.addresses[action.trainer]]
         seed = sample_seed(action.seed, action.trainer, action.step)
         try:
@@ -472,19 +535,25 @@ class Effects:
                 manifests = [await c.node.fetcher.fetch(h, holder, max_size=trainer.state_manifest_limit)
                              for h in (before, after)]  # fmt: skip
         except (BlobFetchError, OSError, TimeoutError) as e:
-            return done(False, f"its state manifests could not be had: {e}"[:200], "StateNotDelivered")
+            return done(
+                False, f"its state manifests could not be had: {e}"[:200], "StateNotDelivered"
+            )
         try:
             wanted = trainer.check_parts(seed, *manifests)
         except StateError as e:
             return done(False, f"refused: {e}"[:200], "StateMismatch")
-        folder = c.shelf.root / "replica" / "checks"  # beside what the replica keeps for checks; cleared with it
+        folder = (
+            c.shelf.root / "replica" / "checks"
+        )  # beside what the replica keeps for checks; cleared with it
         folder.mkdir(parents=True, exist_ok=True)
         parts = PartsOnDisk(folder / f"check-{action.step}-{action.trainer}.parts")
         try:
             try:
                 await self._fetch_parts(wanted, holder, parts)
             except (BlobFetchError, OSError, TimeoutError) as e:
-                return done(False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered")
+                return done(
+                    False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered"
+                )
             c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
                           bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
             verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, seed, manifests[0],
@@ -497,9 +566,15 @@ class Effects:
                       **{k: round(v, 6) for k, v in verdict.metrics.items()})  # fmt: skip
         if verdict.passed:
             return done(True, verdict.reason)
-        done(False, verdict.reason, "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch")
+        done(
+            False,
+            verdict.reason,
+            "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch",
+        )
 
-    async def _fetch_parts(self, wanted: list[bytes], holder: list[PeerAddress], parts: PartsOnDisk) -> None:
+    async def _fetch_parts(
+        self, wanted: list[bytes], holder: list[PeerAddress], parts: PartsOnDisk
+    ) -> None:
         """Fetch the parts a check reads into `parts`, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times,
         within a deadline that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails
         every try)."""
@@ -523,7 +598,9 @@ class Effects:
                 async with asyncio.TaskGroup() as group:
                     for _ in range(CHECK_PARALLEL):
                         group.create_task(worker())
-        except ExceptionGroup as failed:  # a worker's failure, as the caller expects it (not a group)
+        except (
+            ExceptionGroup
+        ) as failed:  # a worker's failure, as the caller expects it (not a group)
             raise failed.exceptions[0] from None
 
     def _ReportCheck(self, action: ReportCheck) -> None:
@@ -545,4 +622,3 @@ class Effects:
 
     def _Finish(self, action: Any) -> None:  # the loop handles it
         pass
-

@@ -34,7 +34,9 @@ class Events:
         self.name = name
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {}
-        self.sinks: list[Any] = []  # metrics.MetricsSink: each sees every event (--metrics, --metrics-port)
+        self.sinks: list[
+            Any
+        ] = []  # metrics.MetricsSink: each sees every event (--metrics, --metrics-port)
         self._live: Live | None = None
         if logs == "console" and self.console.is_terminal:
             self._live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)

@@ -29,9 +29,13 @@ from .results_list import ResultsList, ResultsListError
 from .rounds import ChainView
 
 FETCH_DEADLINE = 30.0  # seconds one fetch (every attempt, every holder) may take in all
-OWN_COPIES = 3  # copies of our own result we serve at first: its first fetchers serve the others (CopyLimit)
+OWN_COPIES = (
+    3  # copies of our own result we serve at first: its first fetchers serve the others (CopyLimit)
+)
 LIST_LIMIT = 8 + 256 * 34 + 8  # the largest results list
-HEADERS_KEPT = 4096  # the (step, batch) of the payloads checked last (a forgotten one is checked again)
+HEADERS_KEPT = (
+    4096  # the (step, batch) of the payloads checked last (a forgotten one is checked again)
+)
 
 
 def own_patience(max_round_train_time: int) -> float:
@@ -46,7 +50,9 @@ class Exchange:
         self.node, self.key, self.idl, self.run_address = node, key, idl, run_address
         self.events, self.post, self.check, self.payload_size = events, post, check, payload_size
         self.view: ChainView | None = None
-        self.members: dict[int, PeerAddress] = {}  # epoch index -> address, of this epoch's healthy peers
+        self.members: dict[
+            int, PeerAddress
+        ] = {}  # epoch index -> address, of this epoch's healthy peers
         self.by_node: dict[bytes, int] = {}  # node id -> epoch index, of every member of the epoch
         self.tasks: set[asyncio.Task] = set()
         self.bytes_received = 0
@@ -61,9 +67,13 @@ class Exchange:
         self.by_node = {bytes(c.p2p_identity): c.index for c in view.run.clients}
         # the gossip window follows the chain's rounds (steps); in Warmup, the step the epoch starts at (its
         # Ready messages go out on it: a fresh node's window would otherwise still be at round 0)
-        self.node.gossip.advance_round(view.newest if view.newest is not None else view.run.progress.step)
+        self.node.gossip.advance_round(
+            view.newest if view.newest is not None else view.run.progress.step
+        )
 
-    def set_peers(self, addresses: dict[int, PeerAddress], allowed: tuple[int, ...], overlay_key: bytes | None) -> None:
+    def set_peers(
+        self, addresses: dict[int, PeerAddress], allowed: tuple[int, ...], overlay_key: bytes | None
+    ) -> None:
         """Who may connect and whom we gossip with: the healthy members (drops and exits follow within a
         round, so a dropped member can no longer take our fetch slots or feed us messages)."""
         self.members = {i: a for i, a in addresses.items() if i in allowed}
@@ -89,11 +99,15 @@ class Exchange:
             self.post(PeerReady(sender, message.epoch))
             return
         if message.step != announcement.round:  # the gossip layer bounds rounds, so it bounds steps
-            self.events.emit("bad_message", sender=sender, error="step differs from its gossip round")
+            self.events.emit(
+                "bad_message", sender=sender, error="step differs from its gossip round"
+            )
             return
         statement = self._statement(message.step, message.batch, message.commitment)
         if not announcement.origin.verify(statement, message.signature):
-            self.events.emit("bad_message", sender=sender, error="result statement not signed by its trainer")
+            self.events.emit(
+                "bad_message", sender=sender, error="result statement not signed by its trainer"
+            )
             return
         self.post(PeerResult(sender, message))
 
@@ -108,7 +122,9 @@ class Exchange:
         if not isinstance(message, Result) or message.step != announcement.round:
             return None
         statement = self._statement(message.step, message.batch, message.commitment)
-        return message.commitment if announcement.origin.verify(statement, message.signature) else None
+        return (
+            message.commitment if announcement.origin.verify(statement, message.signature) else None
+        )
 
     def _statement(self, step: int, batch: tuple[int, int], commitment: bytes) -> bytes:
         """A result statement of the epoch we are in (its steps are this epoch's: an older epoch's statement
@@ -117,12 +133,22 @@ class Exchange:
         return result_statement(self.idl, self.run_address, epoch, step, batch, commitment)
 
     # -- publishing ---------------------------------------------------------------------------------
-    async def publish(self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes) -> None:
-        patience = own_patience(self.view.run.config.max_round_train_time) if self.view is not None else 0.0
-        self.node.store.put_verified(commitment, payload, step, own_copies=OWN_COPIES, patience=patience)
+    async def publish(
+        self, step: int, batch: tuple[int, int], commitment: bytes, payload: bytes
+    ) -> None:
+        patience = (
+            own_patience(self.view.run.config.max_round_train_time)
+            if self.view is not None
+            else 0.0
+        )
+        self.node.store.put_verified(
+            commitment, payload, step, own_copies=OWN_COPIES, patience=patience
+        )
         self._remember(commitment, step, batch)
         signature = self.key.sign(self._statement(step, batch, commitment))
-        await self.node.announce(step, Result(step, *batch, commitment, len(payload), signature).encode())
+        await self.node.announce(
+            step, Result(step, *batch, commitment, len(payload), signature).encode()
+        )
 
     def keep_list(self, results: ResultsList) -> None:
         """Serve our results list under its root (peers whose list differs fetch the decided one)."""
@@ -145,12 +171,16 @@ class Exchange:
     async def _fetch(self, step: int, sender: int, commitment: bytes, batch: tuple[int, int] | None,
                      decided: bool) -> None:  # fmt: skip
         held = self.node.store.get(commitment)
-        if held is not None:  # checked when it was kept; but is it the result of this trainer's batch?
+        if (
+            held is not None
+        ):  # checked when it was kept; but is it the result of this trainer's batch?
             header = self.headers.get(commitment)
             if header is None:
                 try:
                     checked = self.check(held)
-                except ValueError as e:  # cannot be (checked before it was kept): refused all the same
+                except (
+                    ValueError
+                ) as e:  # cannot be (checked before it was kept): refused all the same
                     self.post(ResultFailed(step, sender, commitment, True, str(e)))
                     return
                 header = self._remember(commitment, checked.step, checked.batch)
@@ -164,8 +194,9 @@ class Exchange:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(FETCH_DEADLINE):
-                fetched = await self.node.fetcher.fetch_detailed(commitment, self._providers(sender, decided), max_size=size,
-                                                                  expected_size=size)
+                fetched = await self.node.fetcher.fetch_detailed(
+                    commitment, self._providers(sender, decided), max_size=size, expected_size=size
+                )
             data = fetched.data
         except (BlobFetchError, OSError, TimeoutError) as e:
             self.post(ResultFailed(step, sender, commitment, False, str(e) or "fetch timed out"))
@@ -186,7 +217,9 @@ class Exchange:
                          from_trainer=self.by_node.get(fetched.provider.key) == sender, failed=len(fetched.failed))  # fmt: skip
         self.post(ResultHeld(step, sender, commitment))
 
-    def _remember(self, commitment: bytes, step: int, batch: tuple[int, int]) -> tuple[int, tuple[int, int]]:
+    def _remember(
+        self, commitment: bytes, step: int, batch: tuple[int, int]
+    ) -> tuple[int, tuple[int, int]]:
         self.headers.pop(commitment, None)
         self.headers[commitment] = (step, batch)
         while len(self.headers) > HEADERS_KEPT:
@@ -196,7 +229,9 @@ class Exchange:
     def fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
         self._spawn(self._fetch_list(step, root, holders, clients))
 
-    async def _fetch_list(self, step: int, root: bytes, holders: tuple[int, ...], clients: int) -> None:
+    async def _fetch_list(
+        self, step: int, root: bytes, holders: tuple[int, ...], clients: int
+    ) -> None:
         data = self.node.store.get(root)
         if data is None:
             first = [self.members[i] for i in holders if i in self.members]

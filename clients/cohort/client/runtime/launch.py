@@ -43,11 +43,17 @@ if TYPE_CHECKING:
     from .sharded import Leader
 
 MAX_RANKS = 64
-RANK_TIMEOUT = timedelta(minutes=5)  # any collective; rank 0's pings (every 10 s) keep a live member far below
-LEAVE_GRACE = 90  # seconds a rank may take to leave once told (rank 0: a step in flight, exit_run, closing)
+RANK_TIMEOUT = timedelta(
+    minutes=5
+)  # any collective; rank 0's pings (every 10 s) keep a live member far below
+LEAVE_GRACE = (
+    90  # seconds a rank may take to leave once told (rank 0: a step in flight, exit_run, closing)
+)
 POLL = 0.1  # seconds between the launcher's looks at its ranks
 
-ClientRunner = Callable[[ClientOptions, "Leader | None"], int]  # runs the client, returns its exit code
+ClientRunner = Callable[
+    [ClientOptions, "Leader | None"], int
+]  # runs the client, returns its exit code
 
 
 # -- a rank -----------------------------------------------------------------------------------------
@@ -74,9 +80,13 @@ class RankEnv:
             local_rank = int(environ.get("LOCAL_RANK", rank))
             local_world = int(environ.get("LOCAL_WORLD_SIZE", world))
         except KeyError:
-            raise ValueError("WORLD_SIZE is set but RANK is not (start the ranks with torchrun)") from None
+            raise ValueError(
+                "WORLD_SIZE is set but RANK is not (start the ranks with torchrun)"
+            ) from None
         except ValueError:
-            raise ValueError("RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE must be integers") from None
+            raise ValueError(
+                "RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE must be integers"
+            ) from None
         if world > MAX_RANKS:
             raise ValueError(f"a member spans at most {MAX_RANKS} processes, WORLD_SIZE is {world}")
         if local_world != world:  # a rank loads a checkpoint from rank 0's path: one file system
@@ -86,7 +96,9 @@ class RankEnv:
             raise ValueError(f"RANK {rank} and LOCAL_RANK {local_rank} must be in [0, {world})")
         for name in ("MASTER_ADDR", "MASTER_PORT"):
             if not environ.get(name):
-                raise ValueError(f"WORLD_SIZE is set but {name} is not (start the ranks with torchrun)")
+                raise ValueError(
+                    f"WORLD_SIZE is set but {name} is not (start the ranks with torchrun)"
+                )
         return cls(rank, local_rank, world)
 
 
@@ -117,7 +129,9 @@ def join_group(ranks: RankEnv, device: str) -> None:
     backend = "gloo"
     if device.startswith("cuda"):
         torch.cuda.set_device(torch.device(device))
-        backend = "cpu:gloo,cuda:nccl"  # the model's tensors over NCCL; objects and CPU sums over gloo
+        backend = (
+            "cpu:gloo,cuda:nccl"  # the model's tensors over NCCL; objects and CPU sums over gloo
+        )
     dist.init_process_group(backend, init_method="env://", rank=ranks.rank, world_size=ranks.world,
                             timeout=RANK_TIMEOUT)  # fmt: skip
 
@@ -128,7 +142,9 @@ def run_rank(ranks: RankEnv, options: ClientOptions, run_client: ClientRunner) -
     import torch.distributed as dist
 
     options = replace(options, device=rank_device(options.device, ranks.local_rank))
-    if options.lean_memory:  # every rank gives freed memory back at once (a rank's 23 -> 13 B/param at 100M)
+    if (
+        options.lean_memory
+    ):  # every rank gives freed memory back at once (a rank's 23 -> 13 B/param at 100M)
         from .memory import return_freed_memory
 
         return_freed_memory()
@@ -137,7 +153,10 @@ def run_rank(ranks: RankEnv, options: ClientOptions, run_client: ClientRunner) -
     try:
         join_group(ranks, options.device)
     except Exception as e:  # another rank never came, or the address is taken
-        print(f"Error: rank {ranks.rank} could not join its member's process group: {e}", file=sys.stderr)
+        print(
+            f"Error: rank {ranks.rank} could not join its member's process group: {e}",
+            file=sys.stderr,
+        )
         return ExitCode.ERROR
     try:
         if ranks.rank == 0:
@@ -156,8 +175,13 @@ def _lead(options: ClientOptions, run_client: ClientRunner) -> int:
         code = run_client(options, lead)
     finally:
         lead.close()
-    if lead.lost is not None and code == ExitCode.OK:  # the client left cleanly, but the member was broken
-        print(f"Error: this member lost a rank: {type(lead.lost).__name__}: {lead.lost}"[:500], file=sys.stderr)
+    if (
+        lead.lost is not None and code == ExitCode.OK
+    ):  # the client left cleanly, but the member was broken
+        print(
+            f"Error: this member lost a rank: {type(lead.lost).__name__}: {lead.lost}"[:500],
+            file=sys.stderr,
+        )
         return ExitCode.ERROR
     return code
 
@@ -171,7 +195,9 @@ def _serve(ranks: RankEnv, options: ClientOptions) -> int:
         torch.set_num_threads(options.threads)
     try:
         serve_rank(device=options.device)
-    except Exception as e:  # rank 0 is gone (its end of the group closed or timed out), or an op failed here
+    except (
+        Exception
+    ) as e:  # rank 0 is gone (its end of the group closed or timed out), or an op failed here
         print(f"Error: rank {ranks.rank}: {type(e).__name__}: {e}"[:500], file=sys.stderr)
         return ExitCode.ERROR
     return ExitCode.OK
@@ -207,7 +233,9 @@ async def _check_run(options: ClientOptions) -> None:
     idl = load_idl()
     try:
         async with Rpc(list(options.cluster_urls), idl=idl) as rpc:
-            chain = RunClient(rpc, Pubkey.from_string(options.program_id), ws_url=options.ws_url, idl=idl)
+            chain = RunClient(
+                rpc, Pubkey.from_string(options.program_id), ws_url=options.ws_url, idl=idl
+            )
             await chain.fetch_run(options.run)
     except RunNotFound as e:
         raise ClientRefused(ExitCode.RUN_NOT_FOUND, str(e)) from None
@@ -223,7 +251,10 @@ def launch(nproc: int, argv: Sequence[str], *, grace: float = LEAVE_GRACE) -> in
     common = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
               "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0"}  # fmt: skip
     received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda s, _f: received.append(s)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        sig: signal.signal(sig, lambda s, _f: received.append(s))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     ranks: list[subprocess.Popen] = []
     try:
         for rank in range(nproc):
@@ -242,10 +273,14 @@ def launch(nproc: int, argv: Sequence[str], *, grace: float = LEAVE_GRACE) -> in
             signal.signal(sig, handler)
     first = codes[0]
     if first != 0:
-        return first if first > 0 else 128 - first  # killed by signal n: 128 + n, as a shell reports it
+        return (
+            first if first > 0 else 128 - first
+        )  # killed by signal n: 128 + n, as a shell reports it
     failed = [(rank, code) for rank, code in enumerate(codes) if code != 0]
     if failed:
-        print("Error: " + ", ".join(f"rank {r} exited with {c}" for r, c in failed), file=sys.stderr)
+        print(
+            "Error: " + ", ".join(f"rank {r} exited with {c}" for r, c in failed), file=sys.stderr
+        )
         return ExitCode.ERROR
     return ExitCode.OK
 

@@ -36,7 +36,9 @@ from cohort.sdk.wallet import save_keypair
 
 from .zygote import ForkedProcess, Zygote
 
-DEMO_CONFIG = packaged_config("demo-run.toml")  # ships with the package: the demo works from a wheel
+DEMO_CONFIG = packaged_config(
+    "demo-run.toml"
+)  # ships with the package: the demo works from a wheel
 
 
 def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path:
@@ -62,8 +64,14 @@ def write_config(path: Path, base: Path = DEMO_CONFIG, **values: object) -> Path
         pattern = re.compile(rf"^{key} = [^#\n]*", re.M)
         found = pattern.findall(text, start, stop)
         if len(found) != 1:
-            raise ValueError(f"{name} is not a key that occurs once in {base.name} (name its table: TABLE__KEY)")
-        text = text[:start] + pattern.sub(f"{key} = {literal}  ", text[start:stop], count=1) + text[stop:]
+            raise ValueError(
+                f"{name} is not a key that occurs once in {base.name} (name its table: TABLE__KEY)"
+            )
+        text = (
+            text[:start]
+            + pattern.sub(f"{key} = {literal}  ", text[start:stop], count=1)
+            + text[stop:]
+        )
     path.write_text(text)
     return path
 
@@ -73,7 +81,9 @@ def recent_events(trainer: TrainerProcess, count: int = 12) -> str:
     state it followed (several events a round) is left out: it would crowd out what the client did."""
     shown = []
     for e in [e for e in trainer.events() if e["event"] not in ("state", "traffic")][-count:]:
-        fields = {k: v for k, v in e.items() if k not in ("t", "event") and not isinstance(v, list | dict)}
+        fields = {
+            k: v for k, v in e.items() if k not in ("t", "event") and not isinstance(v, list | dict)
+        }
         shown.append(f"{e.get('event')} {fields}"[:160])
     return " | ".join(shown)
 
@@ -117,7 +127,14 @@ def stop_processes(processes: list[subprocess.Popen | ForkedProcess], grace: flo
             process.wait(10)
 
 
-FAILURE_EVENTS = ("left_epoch", "task_failed", "bad_result", "train_failed", "follower_restarted", "replica_drift")
+FAILURE_EVENTS = (
+    "left_epoch",
+    "task_failed",
+    "bad_result",
+    "train_failed",
+    "follower_restarted",
+    "replica_drift",
+)
 
 
 def failures(trainer: TrainerProcess) -> list[str]:
@@ -181,7 +198,9 @@ class LocalRun:
     root: Path | None = None
     checkpointers: int = 0  # the first N trainers' wallets become the run's checkpointers
     trainer_args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)  # extra environment of every trainer (e.g. a shared HOME)
+    env: dict[str, str] = field(
+        default_factory=dict
+    )  # extra environment of every trainer (e.g. a shared HOME)
     placement: Placement | None = None
     log: Callable[[str], None] = lambda _: None
     trainers: list[TrainerProcess] = field(default_factory=list)
@@ -196,7 +215,9 @@ class LocalRun:
             self.root = Path(self._tmp.name)
         self.root.mkdir(parents=True, exist_ok=True)
         if self.fork_clients and self.placement is not None:
-            raise ValueError("fork_clients starts clients in this machine's network namespace: not with a placement")
+            raise ValueError(
+                "fork_clients starts clients in this machine's network namespace: not with a placement"
+            )
         self.zygote: Zygote | None = None
         self.port = NODE_PORT if self.placement is not None else free_port_pair()
         self.ledger = self.root / "ledger"
@@ -218,7 +239,9 @@ class LocalRun:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(stop_processes, [t.process for t in self.trainers if t.process is not None])
+        await asyncio.to_thread(
+            stop_processes, [t.process for t in self.trainers if t.process is not None]
+        )
         if self.zygote is not None:
             await asyncio.to_thread(self.zygote.close)
         await self.rpc.close()
@@ -263,7 +286,9 @@ class LocalRun:
                 return
             except Exception:
                 if self.localnet.poll() is not None or time.monotonic() > until:
-                    raise RuntimeError(f"the localnet did not start (see {self.root}/localnet.log)") from None
+                    raise RuntimeError(
+                        f"the localnet did not start (see {self.root}/localnet.log)"
+                    ) from None
                 await asyncio.sleep(0.2)
 
     async def restart_localnet(self, down_for: float = 0.0) -> None:
@@ -304,7 +329,9 @@ class LocalRun:
         keypair, path = wallet or self.new_wallet(name)
         trainer = next((t for t in self.trainers if t.name == name), None)
         if trainer is None:
-            trainer = TrainerProcess(name, keypair, path, self.root / f"{name}.events.jsonl", self.root / f"{name}.log")
+            trainer = TrainerProcess(
+                name, keypair, path, self.root / f"{name}.events.jsonl", self.root / f"{name}.log"
+            )
             self.trainers.append(trainer)
         env = {**os.environ, "COHORT_CLUSTER": self.http_url, "COHORT_WS_URL": self.ws_url,
                "COHORT_WALLET": str(path), "COHORT_PROGRAM_ID": str(self.program_id),
@@ -314,7 +341,16 @@ class LocalRun:
                **(env or {})}  # fmt: skip
         (self.root / "Anchorfile.toml").touch()
         bind = ("--bind", f"{self.placement.address(name)}:0") if self.placement is not None else ()
-        argv = ["train", "--run", self.run_file.run_id, "--logs", "none", *bind, *self.trainer_args, *extra]
+        argv = [
+            "train",
+            "--run",
+            self.run_file.run_id,
+            "--logs",
+            "none",
+            *bind,
+            *self.trainer_args,
+            *extra,
+        ]
         if self.fork_clients and entry == ("-m", "cohort.sdk.cli"):
             if self.zygote is None:
                 self.zygote = Zygote(str(self.root / "zygote.log"))
@@ -336,7 +372,10 @@ class LocalRun:
         for wallet, _ in wallets:
             await self.fund(wallet)
         await self.create_run([w for w, _ in wallets])
-        return [self.start_trainer(f"{prefix}{i}", w, **(options(i) if options else {})) for i, w in enumerate(wallets)]
+        return [
+            self.start_trainer(f"{prefix}{i}", w, **(options(i) if options else {}))
+            for i, w in enumerate(wallets)
+        ]
 
     async def rpc_stats(self) -> dict[str, int]:
         """What the localnet served so far: requests, bytes in and out, notifications, transactions."""
@@ -356,7 +395,9 @@ class LocalRun:
             if not missing:
                 return
             if time.monotonic() > until:
-                tails = "; ".join(f"{t.name}: {recent_events(t)}" for t in chosen if t.name in missing)
+                tails = "; ".join(
+                    f"{t.name}: {recent_events(t)}" for t in chosen if t.name in missing
+                )
                 raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {count} {name} {fields} from {missing}"
                                    f" (their last events: {tails})")  # fmt: skip
             await asyncio.sleep(0.25)

@@ -147,7 +147,9 @@ class Client:
         delay, url, seen = 0.5, self.rpc.url, -1
         while True:
             try:
-                async for run in self.chain.watch(self.run_address, poll_interval=0.5, max_reconnect_delay=5, hot=True):
+                async for run in self.chain.watch(
+                    self.run_address, poll_interval=0.5, max_reconnect_delay=5, hot=True
+                ):
                     delay = 0.5
                     if run.nonce > seen:
                         seen = run.nonce
@@ -164,7 +166,9 @@ class Client:
             except CohortError as e:
                 self.events.emit("rpc_unavailable", error=str(e)[:200], retry_in=delay)
             except Exception as e:  # a bug or a malformed answer: say so, and follow again
-                self.events.emit("follower_restarted", error=f"{type(e).__name__}: {e}"[:300], retry_in=delay)
+                self.events.emit(
+                    "follower_restarted", error=f"{type(e).__name__}: {e}"[:300], retry_in=delay
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
 

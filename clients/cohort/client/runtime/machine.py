@@ -54,10 +54,16 @@ CHECKED_STEPS = 8  # applied steps whose lists we keep for the checks their seed
 class Timing:
     """How long the client waits for things (seconds of its own clock)."""
 
-    ready_every: float = 1.0  # Ready is re-announced during Warmup after this, then twice as long each
-    ready_every_max: float = 10.0  # time, up to this (a long Warmup must not use up the per-round gossip cap)
+    ready_every: float = (
+        1.0  # Ready is re-announced during Warmup after this, then twice as long each
+    )
+    ready_every_max: float = (
+        10.0  # time, up to this (a long Warmup must not use up the per-round gossip cap)
+    )
     tick_turn: float = 0.4  # a due tick waits this long per position before this client sends it
-    tick_retry: float = 0.2  # a tick that landed in the freeze slot itself (SeedPending) is resent soon
+    tick_retry: float = (
+        0.2  # a tick that landed in the freeze slot itself (SeedPending) is resent soon
+    )
     fetch_retry: float = 0.5  # a failed fetch is tried again (other holders) after at most this
     resubmit_every: float = 1.0  # an undecided round's record is replaced at most this often
     tx_retry: float = 1.0
@@ -75,9 +81,15 @@ class Timing:
     # a round about its serve time, not the round's training time.
     ANNOUNCED_GRACES = 3
     # (measured at 120 ms one way and 1% loss: a 176 KB result took 1.7 s median, 1.8 s at worst; here 4.1 s)
-    serve_grace: float = 2.0  # an announced result's fetch: connecting, asking, a busy first holder, loss
-    serve_rate: float = 256 << 10  # bytes/s every member serves a result at, at least (the fetchers' min_rate)
-    SERVE_HOPS = 3  # from its author or from one of its first fetchers (the author's copies are limited)
+    serve_grace: float = (
+        2.0  # an announced result's fetch: connecting, asking, a busy first holder, loss
+    )
+    serve_rate: float = (
+        256 << 10
+    )  # bytes/s every member serves a result at, at least (the fetchers' min_rate)
+    SERVE_HOPS = (
+        3  # from its author or from one of its first fetchers (the author's copies are limited)
+    )
 
     def serve_time(self, size: int) -> float:
         """How long after its announcement a result of `size` bytes is late at a seat."""
@@ -235,7 +247,9 @@ Event = (ChainUpdate | PeerReady | PeerResult | ResultHeld | ResultFailed | List
 
 @dataclass(frozen=True)
 class Join:
-    throughput: int = 0  # tokens/s we train at, as measured (0 = not measured yet: the chain counts the median)
+    throughput: int = (
+        0  # tokens/s we train at, as measured (0 = not measured yet: the chain counts the median)
+    )
 
 
 @dataclass(frozen=True)
@@ -377,7 +391,9 @@ class LeaveEpoch:
 @dataclass(frozen=True)
 class Allow:
     members: tuple[int, ...]  # epoch indices of healthy members: the allowlist and gossip overlay
-    overlay_key: bytes | None  # the epoch's first round seed once it exists (unknown when members joined)
+    overlay_key: (
+        bytes | None
+    )  # the epoch's first round seed once it exists (unknown when members joined)
 
 
 @dataclass(frozen=True)
@@ -406,16 +422,24 @@ class StepBook:
 
     step: int
     announced: dict[int, Result] = field(default_factory=dict)  # the first Result per trainer
-    announced_at: dict[int, float] = field(default_factory=dict)  # trainer -> when its Result reached us
-    held: dict[int, bytes] = field(default_factory=dict)  # trainer -> commitment, payload checked and kept
+    announced_at: dict[int, float] = field(
+        default_factory=dict
+    )  # trainer -> when its Result reached us
+    held: dict[int, bytes] = field(
+        default_factory=dict
+    )  # trainer -> commitment, payload checked and kept
     # (trainer, commitment) pairs whose payload was invalid for that trainer. Per pair, never per trainer: an
     # equivocator's invalid twin must not stop us taking its valid twin when the seats decided that one
     bad: set[tuple[int, bytes]] = field(default_factory=set)
     equivocated: set[int] = field(default_factory=set)
-    retry_at: dict[bytes, float] = field(default_factory=dict)  # commitment -> when to try fetching again
+    retry_at: dict[bytes, float] = field(
+        default_factory=dict
+    )  # commitment -> when to try fetching again
     attempts: dict[bytes, int] = field(default_factory=dict)  # commitment -> failed fetches so far
     majority_at: float | None = None  # when we first held a majority of the expected results
-    late: set[int] = field(default_factory=set)  # trainers a seat reported late (announced, not served in time)
+    late: set[int] = field(
+        default_factory=set
+    )  # trainers a seat reported late (announced, not served in time)
 
 
 # -- the machine --------------------------------------------------------------------------------------------
@@ -433,12 +457,18 @@ class ClientMachine:
         self.finished = False
         # membership
         self.epoch: int | None = None  # the epoch we are a prepared member of
-        self.ended: ChainView | None = None  # our epoch as its Cooldown left it: what a late finish applies
+        self.ended: ChainView | None = (
+            None  # our epoch as its Cooldown left it: what a late finish applies
+        )
         self.preparing: int | None = None
         self.weights_epoch: int | None = None  # the epoch whose starting weights the model holds
-        self.saved_manifest: tuple[int, bytes] | None = None  # (step, manifest) of our last epoch-end save
+        self.saved_manifest: tuple[int, bytes] | None = (
+            None  # (step, manifest) of our last epoch-end save
+        )
         self.join_sent_for: int | None = None  # the registry's epoch marker we sent a join for
-        self.speeds: list[float] = []  # tokens/s of our last trained steps (the throughput a join declares)
+        self.speeds: list[
+            float
+        ] = []  # tokens/s of our last trained steps (the throughput a join declares)
         # one epoch's progress
         self.index = -1
         self.start_step = 0
@@ -452,15 +482,23 @@ class ClientMachine:
         self.fetching: dict[bytes, int] = {}  # commitment -> trainer, while its fetch runs
         self.lists: dict[bytes, ResultsList] = {}  # results lists we hold, by root
         self.list_wanted: dict[bytes, float] = {}  # root -> when we may ask again
-        self.decided_seen: dict[int, float] = {}  # step -> when its decision was first seen (fetch deadline)
-        self.witnessed: dict[int, tuple[bytes, float]] = {}  # round step -> (root we submitted, when)
+        self.decided_seen: dict[
+            int, float
+        ] = {}  # step -> when its decision was first seen (fetch deadline)
+        self.witnessed: dict[
+            int, tuple[bytes, float]
+        ] = {}  # round step -> (root we submitted, when)
         self.health_checked: set[int] = set()
         self.records: dict[int, tuple[WitnessRecord, ...]] = {}
         self.records_asked: set[int] = set()
         self.drift_checked: set[int] = set()
-        self.applied_lists: dict[int, tuple[tuple[int, bytes], ...]] = {}  # step -> the entries we applied
+        self.applied_lists: dict[
+            int, tuple[tuple[int, bytes], ...]
+        ] = {}  # step -> the entries we applied
         self.checks_planned: set[int] = set()  # steps whose checks we looked up
-        self.unreported: dict[tuple[int, int], str] = {}  # (step, trainer) -> failure, until a report lands
+        self.unreported: dict[
+            tuple[int, int], str
+        ] = {}  # (step, trainer) -> failure, until a report lands
         self.ready: set[int] = set()
         self.ready_at = 0.0
         self.ready_sent = 0
@@ -558,7 +596,12 @@ class ClientMachine:
                 self.pending.append((sender, result))
             return []
         if round_.assignment.get(sender) != result.batch:
-            return [Emit("bad_message", {"sender": sender, "error": "result for a batch it was not given"})]
+            return [
+                Emit(
+                    "bad_message",
+                    {"sender": sender, "error": "result for a batch it was not given"},
+                )
+            ]
         book = self._book(result.step)
         first = book.announced.get(sender)
         if first is None:
@@ -567,9 +610,17 @@ class ClientMachine:
             # The same commitment from two trainers: a payload names its batch, so at most one of them is its
             # author, and the fetch (which checks the batch even for bytes we hold) tells which. Neither is
             # refused for the order it arrived in: a copier closer to us must not make the original lose.
-            twins = sorted(i for i, r in book.announced.items() if r.commitment == result.commitment and i != sender)
+            twins = sorted(
+                i
+                for i, r in book.announced.items()
+                if r.commitment == result.commitment and i != sender
+            )
             if twins:
-                return [Emit("duplicate_commitment", {"step": result.step, "trainers": [*twins, sender]})]
+                return [
+                    Emit(
+                        "duplicate_commitment", {"step": result.step, "trainers": [*twins, sender]}
+                    )
+                ]
             return []
         if first.commitment == result.commitment or sender in book.equivocated:
             return []
@@ -582,7 +633,12 @@ class ClientMachine:
         book.retry_at.pop(commitment, None)
         twins = sorted(i for i, c in book.held.items() if c == commitment and i != sender)
         if twins:  # a fetch that could not check the batch (a decided entry): _attestable vouches for neither
-            return [Emit("duplicate_commitment", {"step": book.step, "trainers": [*twins, sender], "held": True})]
+            return [
+                Emit(
+                    "duplicate_commitment",
+                    {"step": book.step, "trainers": [*twins, sender], "held": True},
+                )
+            ]
         return []
 
     def _on_fetch_failed(self, step: int, sender: int, commitment: bytes, bad: bool, reason: str,
@@ -628,7 +684,7 @@ class ClientMachine:
         self.training = None
         self.trained = event.step
         self._book(event.step).held[self.index] = event.commitment
-        self.speeds = [*self.speeds[-(SPEED_WINDOW - 1):], event.tokens / max(event.seconds, 1e-9)]
+        self.speeds = [*self.speeds[-(SPEED_WINDOW - 1) :], event.tokens / max(event.seconds, 1e-9)]
         return [Publish(event.step, event.batch, event.commitment, event.size),
                 Emit("trained", {"step": event.step, "loss": round(event.loss, 5), "tokens": event.tokens,
                                  "seconds": round(event.seconds, 3),
@@ -669,12 +725,16 @@ class ClientMachine:
         if event.kind == "witness":
             self.witnessed.pop(event.key, None)  # nothing was recorded: may submit again
         if event.kind == "report_check" and event.error != "rpc":
-            self.unreported.pop(divmod(event.key, 1 << 16), None)  # refused: sending it again changes nothing
+            self.unreported.pop(
+                divmod(event.key, 1 << 16), None
+            )  # refused: sending it again changes nothing
         if event.kind == "vote_weights" and event.error == "NoChange":
             self.voted = True
         if event.kind == "warmup_witness" and event.error not in LOST_RACE:
             self.warmup_witnessed = False
-        self.retry_after[event.kind] = now + (self.timing.tick_retry if event.kind == "tick" else self.timing.tx_retry)
+        self.retry_after[event.kind] = now + (
+            self.timing.tick_retry if event.kind == "tick" else self.timing.tx_retry
+        )
         if event.error not in LOST_RACE:
             out.append(Emit("tx_refused" if event.error != "rpc" else "tx_failed",
                             {"what": event.kind, "error": event.error}))  # fmt: skip
@@ -723,7 +783,10 @@ class ClientMachine:
         run = self.view.run  # type: ignore[union-attr]
         if run.state.halted:
             return []
-        due = self.core.tick(bytearray(run.data[8:]), Env(int(chain_now), bytes(32), run.address)) == 0
+        due = (
+            self.core.tick(bytearray(run.data[8:]), Env(int(chain_now), bytes(32), run.address))
+            == 0
+        )
         if not due:
             self.tick_plan = None
             return []
@@ -761,7 +824,12 @@ class ClientMachine:
         its rounds), or the decided results cannot be had within the fetch deadline."""
         live, ended = self.view, self.ended
         if ended is None or ended.run.progress.epoch != self.epoch:
-            out: list[Action] = [Emit("left_epoch", {"epoch": self.epoch, "reason": "the epoch ended before our Cooldown"})]
+            out: list[Action] = [
+                Emit(
+                    "left_epoch",
+                    {"epoch": self.epoch, "reason": "the epoch ended before our Cooldown"},
+                )
+            ]
             self._forget_epoch()
             return out
         self.view = ended
@@ -805,7 +873,9 @@ class ClientMachine:
         assert view is not None
         run, me, out = view.run, view.me, []
         epoch = run.progress.epoch
-        if self.epoch is not None and self.epoch != epoch:  # the last epoch first (its save decides our plan)
+        if (
+            self.epoch is not None and self.epoch != epoch
+        ):  # the last epoch first (its save decides our plan)
             return self._finish_late(now)
         if me is None or not me.healthy:
             return out
@@ -924,7 +994,9 @@ class ClientMachine:
                 continue
             first_seen = self.decided_seen.setdefault(step, now)
             results = self._decided_list(step, decided.root, out)
-            if results is not None and not results.entries:  # decided: nobody's result (nothing to apply)
+            if (
+                results is not None and not results.entries
+            ):  # decided: nobody's result (nothing to apply)
                 self.applied = step
                 self.digests[step] = self.digests.get(step - 1, 0)
                 out.append(Emit("applied", {"step": step, "results": 0, "decided": True}))
@@ -941,7 +1013,9 @@ class ClientMachine:
                     if c not in have:
                         missing.setdefault(c, []).append(i)
                 if not missing and self._trains_next_on_older_weights(step):
-                    return out  # step + 1 trains on the weights before this step: its job goes first
+                    return (
+                        out  # step + 1 trains on the weights before this step: its job goes first
+                    )
                 if not missing:
                     self.applied_lists[step] = tuple(results.entries)
                     for old in sorted(self.applied_lists)[:-CHECKED_STEPS]:
@@ -953,11 +1027,15 @@ class ClientMachine:
                 for c, trainers in missing.items():
                     valid = [i for i in trainers if (i, c) not in book.bad]
                     if not valid:  # the majority attested a payload that is not valid here
-                        return out + self._leave(f"the result of trainer {trainers[0]} decided for step {step} is invalid")
+                        return out + self._leave(
+                            f"the result of trainer {trainers[0]} decided for step {step} is invalid"
+                        )
                     if self._may_fetch(step, valid[0], c, now):
                         out.append(Fetch(step, valid[0], c, given.get(valid[0]), decided=True))
             if now - first_seen > Timing.fetch_deadline(view.run.config.max_round_train_time):
-                return out + self._leave(f"the results decided for step {step} could not be had in time")
+                return out + self._leave(
+                    f"the results decided for step {step} could not be had in time"
+                )
             return out
         return out
 
@@ -983,7 +1061,9 @@ class ClientMachine:
                 if trainer == self.index or trainer not in previous:
                     continue  # its first step of the epoch: its earlier state was never committed to us
                 if self.index in self.core.check_plan(view.run.data[8:], step, seed, trainer):
-                    out.append(Check(self.epoch, step, trainer, commitment, previous[trainer], seed))
+                    out.append(
+                        Check(self.epoch, step, trainer, commitment, previous[trainer], seed)
+                    )
         return out
 
     def _on_checked(self, event: Checked) -> list[Action]:
@@ -1010,7 +1090,11 @@ class ClientMachine:
         """The run's pipeline depth d: step s trains on exactly the weights after step s - d (every replica
         the same, so a verifier can replay it from its own copy). A deeper pipeline keeps more steps in
         flight while results travel and the chain decides, at the cost of staler gradients."""
-        return self.view.run.config.pipeline_depth if self.view is not None else RunConfig.pipeline_depth
+        return (
+            self.view.run.config.pipeline_depth
+            if self.view is not None
+            else RunConfig.pipeline_depth
+        )
 
     def _trains_next_on_older_weights(self, step: int) -> bool:
         """Whether applying `step` now would change the weights a later step is still to be trained on.
@@ -1044,7 +1128,11 @@ class ClientMachine:
             return []
         self.list_wanted[root] = now + 3600.0  # until ListHeld says otherwise
         attesting = self.view.rounds.get(step + 1)  # type: ignore[union-attr]
-        holders = tuple(r.index for r in (attesting.records or ()) if r.results_root == root) if attesting else ()
+        holders = (
+            tuple(r.index for r in (attesting.records or ()) if r.results_root == root)
+            if attesting
+            else ()
+        )
         return [FetchList(step, root, holders, len(self.view.run.clients))]  # type: ignore[union-attr]
 
     def _may_fetch(self, step: int, sender: int, commitment: bytes, now: float) -> bool:
@@ -1067,7 +1155,9 @@ class ClientMachine:
             if round_ is None or (view.run.last_step and step >= view.run.last_step):
                 return out  # not known yet, or past the epoch's last round
             try:
-                late = decision(view, step) is not None  # its results were decided already: too late
+                late = (
+                    decision(view, step) is not None
+                )  # its results were decided already: too late
             except LookupError:
                 late = True
             batch = round_.assignment.get(self.index)
@@ -1093,11 +1183,17 @@ class ClientMachine:
             if step <= self.applied:
                 continue
             for sender, result in book.announced.items():
-                if sender in book.held or (sender, result.commitment) in book.bad or sender in book.equivocated:
+                if (
+                    sender in book.held
+                    or (sender, result.commitment) in book.bad
+                    or sender in book.equivocated
+                ):
                     continue
                 if view.healthy(sender) and self._may_fetch(step, sender, result.commitment, now):
                     # announced by another trainer too: whichever copied it is not asked first for it
-                    shared = sum(r.commitment == result.commitment for r in book.announced.values()) > 1
+                    shared = (
+                        sum(r.commitment == result.commitment for r in book.announced.values()) > 1
+                    )
                     out.append(Fetch(step, sender, result.commitment, result.batch, decided=shared))
         return out
 
@@ -1120,7 +1216,13 @@ class ClientMachine:
         view = self.view
         assert view is not None
         run, current = view.run, view.current
-        if current is None or not current.stored or run.seed_pending or current.decided or run.state not in ROUND_PHASES:
+        if (
+            current is None
+            or not current.stored
+            or run.seed_pending
+            or current.decided
+            or run.state not in ROUND_PHASES
+        ):
             return []
         if not self._allowed("witness", now):
             return []
@@ -1133,21 +1235,28 @@ class ClientMachine:
             return []  # we have not applied the step our weights digest is for yet
         held = self._attestable(step)
         attested = view.rounds.get(step)
-        expected = {i for i in (attested.assignment if attested is not None else {}) if view.healthy(i)}
+        expected = {
+            i for i in (attested.assignment if attested is not None else {}) if view.healthy(i)
+        }
         book = self._book(step)
         # not waited for: an equivocator, a trainer whose one announced result is invalid for it (a copy of
         # another's, say: it has no other to give without equivocating), one whose result is another's too
         expected -= book.equivocated
         expected -= {i for i, r in book.announced.items() if (i, r.commitment) in book.bad}
         expected -= {i for i in book.held if i not in held}
-        results = ResultsList.of(step, {i: c for i, c in held.items() if attested is not None and i in attested.assignment})
+        results = ResultsList.of(
+            step,
+            {i: c for i, c in held.items() if attested is not None and i in attested.assignment},
+        )
         if book.majority_at is None and 2 * len(expected & set(held)) > len(expected):
             book.majority_at = now
         submitted = self.witnessed.get(current.step)
         if submitted is None:
             waited = False
             if book.majority_at is not None and step > self.start_step:
-                waited = now >= self._give_up_at(book, expected - set(held), run.config.max_round_train_time)
+                waited = now >= self._give_up_at(
+                    book, expected - set(held), run.config.max_round_train_time
+                )
             if not (expected <= set(held) or waited or run.state == RunState.RoundWitness):
                 return []
         elif submitted[0] == results.root or now - submitted[1] < self.timing.resubmit_every:
@@ -1163,8 +1272,18 @@ class ClientMachine:
             book.late.add(i)
             out.append(Emit("late_result", {"step": step, "trainer": i,
                                             "announced_ago": round(now - book.announced_at[i], 3)}))  # fmt: skip
-        if missing:  # why a seat leaves a healthy trainer out: the first thing to know when one is dropped
-            out.append(Emit("witness_short", {"step": step, "missing": {i: self._whereabouts(book, i) for i in sorted(missing)}}))
+        if (
+            missing
+        ):  # why a seat leaves a healthy trainer out: the first thing to know when one is dropped
+            out.append(
+                Emit(
+                    "witness_short",
+                    {
+                        "step": step,
+                        "missing": {i: self._whereabouts(book, i) for i in sorted(missing)},
+                    },
+                )
+            )
         return out
 
     def _serve_time(self, book: StepBook, trainer: int) -> float:
@@ -1210,7 +1329,12 @@ class ClientMachine:
         view = self.view
         assert view is not None
         current = view.current
-        if current is None or not current.stored or view.run.seed_pending or current.step in self.health_checked:
+        if (
+            current is None
+            or not current.stored
+            or view.run.seed_pending
+            or current.step in self.health_checked
+        ):
             return []
         previous = current.step - 1
         if previous not in self.witnessed:

@@ -43,18 +43,26 @@ class ClientOptions:
     bind: str = "127.0.0.1:0"
     relays: tuple[str, ...] = ()  # iroh relay URLs, for peers behind NAT on the internet
     micro_batch_size: int | None = None
-    memory_limit: float | None = None  # GiB a member may use (default: what the device has available)
-    lean_memory: bool = False  # recompute activations, give freed memory back at once: less memory, more time
+    memory_limit: float | None = (
+        None  # GiB a member may use (default: what the device has available)
+    )
+    lean_memory: bool = (
+        False  # recompute activations, give freed memory back at once: less memory, more time
+    )
     checkpoint_dir: Path | None = None
     logs: str = "console"  # console | json | none
     events: Path | None = None
     threads: int | None = None  # torch CPU threads
     client_version: str = "0.1.0"
     name: str = ""  # shown before console lines (several clients in one terminal)
-    synthetic: bool = False  # PROTOCOL TESTS ONLY: no training, payloads of the real size (synthetic.py)
+    synthetic: bool = (
+        False  # PROTOCOL TESTS ONLY: no training, payloads of the real size (synthetic.py)
+    )
     synthetic_seconds: float = 0.0  # what a synthetic step takes per sequence of its batch
     slowdown: float = 1.0  # BENCHMARKS: every step takes this many times its compute (slowdown.py)
-    hub_repo: str | None = None  # a checkpointer's Hugging Face repo (owner/name) for each epoch's checkpoint
+    hub_repo: str | None = (
+        None  # a checkpointer's Hugging Face repo (owner/name) for each epoch's checkpoint
+    )
     metrics_dir: Path | None = None  # TensorBoard event files (metrics.py)
     metrics_port: int | None = None  # OpenMetrics text on 127.0.0.1:PORT/metrics (0: any free port)
 
@@ -73,7 +81,9 @@ class ClientOptions:
         if self.memory_limit is not None and not self.memory_limit > 0:
             raise ValueError(f"--memory-limit must be > 0 GiB, got {self.memory_limit}")
         if not 0 <= self.synthetic_seconds <= 3600:
-            raise ValueError(f"--synthetic-seconds must be in [0, 3600], got {self.synthetic_seconds}")
+            raise ValueError(
+                f"--synthetic-seconds must be in [0, 3600], got {self.synthetic_seconds}"
+            )
         if not 1 <= self.slowdown <= 100:
             raise ValueError(f"--slowdown must be in [1, 100], got {self.slowdown}")
         if self.metrics_port is not None and not 0 <= self.metrics_port < 65536:

@@ -36,7 +36,9 @@ def encode_endpoint(address: PeerAddress) -> str:
 def decode_endpoint(node_id: NodeId, text: str) -> PeerAddress:
     """The PeerAddress an endpoint text describes; ValueError says what is wrong with it."""
     if len(text) > ENDPOINT_CAPACITY or any(not 0x20 <= ord(c) <= 0x7E for c in text):
-        raise ValueError(f"endpoint {text[:40]!r} is not printable ASCII of at most {ENDPOINT_CAPACITY} bytes")
+        raise ValueError(
+            f"endpoint {text[:40]!r} is not printable ASCII of at most {ENDPOINT_CAPACITY} bytes"
+        )
     addrs, relay = [], None
     for token in text.split():
         if token.startswith("relay="):

@@ -28,7 +28,9 @@ class ResultsListError(ValueError):
 @dataclass(frozen=True)
 class ResultsList:
     step: int
-    entries: tuple[tuple[int, bytes], ...]  # (trainer index, commitment), strictly ascending by index
+    entries: tuple[
+        tuple[int, bytes], ...
+    ]  # (trainer index, commitment), strictly ascending by index
 
     @classmethod
     def of(cls, step: int, held: Mapping[int, bytes]) -> ResultsList:
@@ -64,15 +66,21 @@ class ResultsList:
     def decode(cls, data: bytes, *, step: int, clients: int) -> ResultsList:
         """Strictly: the expected step, indices below `clients`, ascending, commitments 32 bytes."""
         if len(data) < _HEAD.size:
-            raise ResultsListError(f"a results list is at least {_HEAD.size} bytes, got {len(data)}")
+            raise ResultsListError(
+                f"a results list is at least {_HEAD.size} bytes, got {len(data)}"
+            )
         magic, got_step, count = _HEAD.unpack_from(data)
         if magic != MAGIC:
             raise ResultsListError("not a results list (bad magic)")
         if got_step != step:
             raise ResultsListError(f"results list of step {got_step}, expected {step}")
         if count > min(MAX_ENTRIES, clients) or len(data) != _HEAD.size + count * _ENTRY.size:
-            raise ResultsListError(f"results list of {len(data)} bytes does not hold {count} entries")
-        entries = tuple(_ENTRY.unpack_from(data, _HEAD.size + k * _ENTRY.size) for k in range(count))
+            raise ResultsListError(
+                f"results list of {len(data)} bytes does not hold {count} entries"
+            )
+        entries = tuple(
+            _ENTRY.unpack_from(data, _HEAD.size + k * _ENTRY.size) for k in range(count)
+        )
         indices = [i for i, _ in entries]
         if indices != sorted(set(indices)) or (indices and indices[-1] >= clients):
             raise ResultsListError("results list indices are not ascending epoch client indices")

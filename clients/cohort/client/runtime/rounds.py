@@ -22,7 +22,9 @@ ROUND_PHASES = (RunState.RoundTrain, RunState.RoundWitness)
 def round_step(run: Run) -> int:
     """The step of the run's newest stored round. The step counter moves on when a round ends, before the
     next round exists: in Cooldown, and while the next round's seed is pending."""
-    ended = run.state == RunState.Cooldown or (run.state == RunState.RoundWitness and run.seed_pending)
+    ended = run.state == RunState.Cooldown or (
+        run.state == RunState.RoundWitness and run.seed_pending
+    )
     return run.progress.step - 1 if ended else run.progress.step
 
 
@@ -43,7 +45,9 @@ class RoundView:
     assignment: Mapping[int, tuple[int, int]]  # epoch index -> its batch [start, end)
     decided: bool = False
     decided_root: bytes = bytes(32)
-    weights_digest: int = 0  # what a strict majority of seats reported (valid when digest_votes > 0)
+    weights_digest: int = (
+        0  # what a strict majority of seats reported (valid when digest_votes > 0)
+    )
     digest_votes: int = 0
     witnesses_len: int = 0
     records: tuple[WitnessRecord, ...] | None = None  # None: not read (a hot-prefix Run)
@@ -51,8 +55,6 @@ class RoundView:
 
     def active(self, index: int) -> bool:
         return bool(self.active_mask[index // 8] >> (index % 8) & 1)
-
-
 
 
 def stored_rounds(core: CoordinatorCore, run: Run) -> dict[int, RoundView]:
@@ -108,7 +110,9 @@ class ChainView:
     rounds: Mapping[int, RoundView] = field(default_factory=dict)  # stored rounds, and the next one
     newest: int | None = None  # step of the newest stored round
     quorum: int = 1
-    ended: ChainView | None = None  # in WaitingForMembers: the epoch that just ended, as its Cooldown left it
+    ended: ChainView | None = (
+        None  # in WaitingForMembers: the epoch that just ended, as its Cooldown left it
+    )
 
     @property
     def current(self) -> RoundView | None:
@@ -129,7 +133,11 @@ def observe(core: CoordinatorCore, run: Run, wallet: object) -> ChainView:
         # Until the next Warmup the chain keeps the ended epoch's members and rounds (only the phase and the
         # epoch number moved on): a client that never saw its short Cooldown (a far one, a slow RPC) can
         # still finish it from this.
-        cooled = replace(run, state=RunState.Cooldown, progress=replace(run.progress, epoch=run.progress.epoch - 1))
+        cooled = replace(
+            run,
+            state=RunState.Cooldown,
+            progress=replace(run.progress, epoch=run.progress.epoch - 1),
+        )
         ended = observe(core, cooled, wallet)
     quorum = core.quorum(run.config.witness_nodes)
     return ChainView(run, run.client(wallet), rounds, newest, quorum, ended)  # type: ignore[arg-type]
@@ -158,7 +166,9 @@ def decision(view: ChainView, step: int) -> Decision | None:
     if attesting is not None and attesting.stored:
         if attesting.decided:
             return Decision(step, attesting.decided_root)
-        over = view.newest is not None and (view.newest > step + 1 or run.seed_pending or run.state == RunState.Cooldown)
+        over = view.newest is not None and (
+            view.newest > step + 1 or run.seed_pending or run.state == RunState.Cooldown
+        )
         return Decision(step, None) if over else None
     if view.newest is not None and step == view.newest and run.state == RunState.Cooldown:
         return Decision(step, None)  # the epoch ended before a round attested it
@@ -176,12 +186,15 @@ def unhealthy(view: ChainView, step: int, records: tuple[WitnessRecord, ...]) ->
     if trained is None or not trained.stored or witnessed is None or not witnessed.stored:
         return []
     clients = view.run.clients
-    counted = [r for r in records if r.index >= len(clients) or clients[r.index].state != "Convicted"]
+    counted = [
+        r for r in records if r.index >= len(clients) or clients[r.index].state != "Convicted"
+    ]
     decided = None
     if witnessed.decided:
         votes = [(r.results_root, r.participants) for r in records]
         decided = next((r for r, v in zip(records, votes, strict=True)
                         if v[0] == witnessed.decided_root and votes.count(v) >= view.quorum), None)  # fmt: skip
+
     def left_out(index: int) -> bool:
         if decided is not None:
             return not decided.saw(index)

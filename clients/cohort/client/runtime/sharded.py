@@ -119,6 +119,8 @@ class _Replayed:
     state: SampledState | None
     seconds: float
     error: Exception | None
+
+
 # seconds rank 0 lets pass without an op before it pings the others: far below any process group timeout
 # (launch.RANK_TIMEOUT), so only a rank whose peers are gone waits that long
 PING_EVERY = 10.0
@@ -145,7 +147,9 @@ class _Rank:
         self.device = torch.device(device)
         self.model_config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size,
                                        max_seq_len=spec.max_seq_len)  # fmt: skip
-        model = empty_model(self.model_config)  # parameters on the meta device: no rank builds the whole model
+        model = empty_model(
+            self.model_config
+        )  # parameters on the meta device: no rank builds the whole model
         model.train()
         self.names = [name for name, _ in model.named_parameters()]
         self.shapes = [tuple(p.shape) for p in model.parameters()]  # whole, before sharding
@@ -168,11 +172,17 @@ class _Rank:
         self.codec = WireCodec.for_config(whole, config)
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
-        self.commit = False  # the run verifies: every step's optimizer state is committed (on rank 0's disk)
+        self.commit = (
+            False  # the run verifies: every step's optimizer state is committed (on rank 0's disk)
+        )
         self.folder = scratch / f"rank-{self.rank}"
         shutil.rmtree(self.folder, ignore_errors=True)  # a previous run's: nobody replays from them
-        self.snapshots = WeightSnapshots(self.folder / "snapshots", KEPT_SNAPSHOTS)  # our rows at a step's start
-        self._stash = WeightSnapshots(self.folder / "stash", 1)  # our own rows while a check borrows them
+        self.snapshots = WeightSnapshots(
+            self.folder / "snapshots", KEPT_SNAPSHOTS
+        )  # our rows at a step's start
+        self._stash = WeightSnapshots(
+            self.folder / "stash", 1
+        )  # our own rows while a check borrows them
 
     def _materialize(self, model: torch.nn.Module, seed: int) -> None:
         """Give the sharded model's parameters their rows of a one-process replica's start (model/build.py:
@@ -181,7 +191,9 @@ class _Rank:
         buffers = {name: b.clone() for name, b in model.named_buffers()}
         model.to_empty(device=self.device)
         params = list(model.parameters())
-        unsharded = empty_model(self.model_config)  # the same modules, unwrapped (FSDP's cannot be copied)
+        unsharded = empty_model(
+            self.model_config
+        )  # the same modules, unwrapped (FSDP's cannot be copied)
         index = {id(p): i for i, p in enumerate(unsharded.parameters())}
         with torch.no_grad():
             for name, b in model.named_buffers():
@@ -206,7 +218,9 @@ class _Rank:
         """(the member's result on rank 0, with its last transmission when it commits its state (both the
         ranks' tiles put together in the model's tile order), the batch's mean loss, tokens) for the batch
         [start, end). A committing member's momentum follows in the next op (`send_momentum`)."""
-        if self.commit:  # our rows of every replica's weights at this step's start: what a check replays from
+        if (
+            self.commit
+        ):  # our rows of every replica's weights at this step's start: what a check replays from
             self.snapshots.take(step, self.local)
         return self._step(step, start, end, self.commit)
 
@@ -230,7 +244,9 @@ class _Rank:
                 if real == 0:  # keep the collectives in step with the other ranks
                     chunk = sequences[:1].to(self.device)
                 loss = lm_loss(self.model, chunk)
-                (loss * (real / total * self.world)).backward()  # FSDP averages the ranks' gradients
+                (
+                    loss * (real / total * self.world)
+                ).backward()  # FSDP averages the ranks' gradients
                 loss_sum += float(loss.detach()) * real
             for view, p in zip(self.local, self.sharded, strict=True):
                 view.grad = None if p.grad is None else p.grad.detach().to_local()
@@ -245,8 +261,12 @@ class _Rank:
         dist.all_reduce(loss_sum)
         loss, tokens = float(loss_sum) / total, sequences.numel()
         sent = None
-        if keep_sent:  # what the error feedback removed: the state's last section (after generate, never None)
-            sent = tuple(SparseTiles(i.cpu(), v.cpu()) for i, v in self.optimizer.state_dict()["sent"])
+        if (
+            keep_sent
+        ):  # what the error feedback removed: the state's last section (after generate, never None)
+            sent = tuple(
+                SparseTiles(i.cpu(), v.cpu()) for i, v in self.optimizer.state_dict()["sent"]
+            )
         parts: list[Any] | None = [None] * self.world if self.rank == 0 else None
         dist.gather_object((_on_cpu(result), sent), parts, dst=0)
         if parts is None:
@@ -255,7 +275,9 @@ class _Rank:
         whole = assemble(self.plans, results)
         if not keep_sent:
             return whole, None, loss, tokens
-        sent_tiles = assemble(self.plans, [replace(r, tiles=s) for r, (_, s) in zip(results, parts, strict=True)])
+        sent_tiles = assemble(
+            self.plans, [replace(r, tiles=s) for r, (_, s) in zip(results, parts, strict=True)]
+        )
         return whole, sent_tiles.tiles, loss, tokens
 
     def momentum_pieces(self) -> Iterator[torch.Tensor]:
@@ -284,7 +306,9 @@ class _Rank:
             per_row = math.prod(bucket.shape[1:])  # values in one dim-0 row
             for j, member in enumerate(bucket.members):
                 for r, plan in enumerate(self.plans):
-                    count = math.prod(plan.local.buckets[i].shape)  # rank r's rows of this parameter
+                    count = math.prod(
+                        plan.local.buckets[i].shape
+                    )  # rank r's rows of this parameter
                     first = j * math.prod(bucket.shape) + plan.dim0[member][0] * per_row
                     for lo in range(0, count, STREAM_VALUES):
                         yield i, j, r, lo, min(count, lo + STREAM_VALUES), first + lo
@@ -316,16 +340,28 @@ class _Rank:
             if result is None or rows is None:
                 return None
             assert sent is not None
-            replayed = SampledState(step, tuple(rows), tuple(
-                SparseTiles(sent[s.bucket].indices[s.band.tiles], sent[s.bucket].values[s.band.tiles]) for s in samples))
-            return _Replayed(self.codec.encode(result), replayed, time.perf_counter() - started, None)
+            replayed = SampledState(
+                step,
+                tuple(rows),
+                tuple(
+                    SparseTiles(
+                        sent[s.bucket].indices[s.band.tiles], sent[s.bucket].values[s.band.tiles]
+                    )
+                    for s in samples
+                ),
+            )
+            return _Replayed(
+                self.codec.encode(result), replayed, time.perf_counter() - started, None
+            )
         finally:
             self.optimizer.abandon_step()  # a replay stopped midway leaves no lookahead or gradients behind
             self._stash.load_into(0, self.local)
             read_state_into(self.optimizer, own.root)
             self._reshard()
 
-    def _restore(self, samples: Sequence[Sample], source: tuple[CommittedParts, SampledState] | None) -> Exception | None:
+    def _restore(
+        self, samples: Sequence[Sample], source: tuple[CommittedParts, SampledState] | None
+    ) -> Exception | None:
         """Put into our optimizer what a replay reads of the trainer's state before the step: rank 0 streams
         every rank its rows of the restored momentum in the state's order and scatters its tiles of the last
         transmission. A part rank 0 cannot read (not fetched, or a sign plane holding an invalid code) is
@@ -339,7 +375,9 @@ class _Rank:
             assert source is not None
             if error is None:
                 try:
-                    return restored_momentum(source[0], layout, source[1], samples, i, lo, hi).to(self.device)
+                    return restored_momentum(source[0], layout, source[1], samples, i, lo, hi).to(
+                        self.device
+                    )
                 except (StateError, LookupError) as e:
                     error = e
             return torch.zeros(hi - lo, dtype=torch.float32, device=self.device)
@@ -376,7 +414,9 @@ class _Rank:
         for k, s in enumerate(samples):
             b = self.plan.model.buckets[s.bucket]
             first, last = self._member_rows(s.bucket)
-            held = self.optimizer.momentum[s.bucket].detach().reshape(len(b.members), -1, b.row_width)
+            held = (
+                self.optimizer.momentum[s.bucket].detach().reshape(len(b.members), -1, b.row_width)
+            )
             for j, lo, hi, at in s.band.parts():
                 a, z = max(lo, first), min(hi, last)
                 if a < z:
@@ -392,14 +432,18 @@ class _Rank:
                 rows[k][at : at + len(piece)] = piece
                 covered[k] += len(piece)
         if covered != [s.band.end - s.band.start for s in samples]:
-            raise RuntimeError("the ranks' rows do not cover the sampled bands")  # a plan that is not FSDP's
+            raise RuntimeError(
+                "the ranks' rows do not cover the sampled bands"
+            )  # a plan that is not FSDP's
         return rows
 
     def _member_rows(self, bucket: int) -> tuple[int, int]:
         """[first, last) of each member's rows (in the bucket's (rows, row_width) view) that this rank holds."""
         b = self.plan.model.buckets[bucket]
         start, end = self.plan.dim0[b.members[0]]
-        values = math.prod(b.shape[1:])  # values in one dim-0 row; plan_shard keeps our rows whole bucket rows
+        values = math.prod(
+            b.shape[1:]
+        )  # values in one dim-0 row; plan_shard keeps our rows whole bucket rows
         return start * values // b.row_width, end * values // b.row_width
 
     def close(self) -> None:
@@ -437,7 +481,9 @@ class _Rank:
                         h.update(memoryview(piece.view(torch.uint8).numpy()))
         return None if h is None else h.hexdigest()
 
-    def checkpoint_rows(self, directory: Path, places: Sequence[Placement | None], buffers: Mapping[str, Placement]) -> None:
+    def checkpoint_rows(
+        self, directory: Path, places: Sequence[Placement | None], buffers: Mapping[str, Placement]
+    ) -> None:
         """Write this rank's rows of every parameter (`places`, per parameter: where its tensor lies in the
         checkpoint's files, laid out by rank 0) and, on rank 0, the persistent buffers (whole on every rank);
         returns once every rank has written."""
@@ -457,20 +503,27 @@ class _Rank:
         shapes = self.plan.model.shapes
         return checksum_of(
             (name, p.dtype, shape, int(total))
-            for name, p, shape, total in zip(self.names, self.local, shapes, sums.tolist(), strict=True)
+            for name, p, shape, total in zip(
+                self.names, self.local, shapes, sums.tolist(), strict=True
+            )
         )
 
     def load(self, path: Path, saved_as: Sequence[str]) -> None:
         """This rank's rows of every parameter (saved under `saved_as`, per parameter) read from a checkpoint
         rank 0 verified, straight into place; fresh momentum (a cold start, as a one-process replica's)."""
         entries = find_entries(path, saved_as)
-        read_rows((*entries[name], self.plan.dim0[i][0], p.data) for i, (name, p) in enumerate(zip(saved_as, self.local, strict=True)))
+        read_rows(
+            (*entries[name], self.plan.dim0[i][0], p.data)
+            for i, (name, p) in enumerate(zip(saved_as, self.local, strict=True))
+        )
         self.optimizer.reset_momentum()
         self._reshard()
 
     def evaluate(self, max_sequences: int) -> EvalResult:
         try:
-            return evaluate(self.model, self.validation, max_sequences)  # every rank the same sequences
+            return evaluate(
+                self.model, self.validation, max_sequences
+            )  # every rank the same sequences
         finally:
             self._reshard()
 
@@ -518,7 +571,9 @@ class Leader:
         self._last = time.monotonic()
         self.lost: BaseException | None = None
         self.on_lost: Callable[[BaseException], None] | None = None
-        self._pinger = threading.Thread(target=self._ping, args=(ping_every,), name="rank-pings", daemon=True)
+        self._pinger = threading.Thread(
+            target=self._ping, args=(ping_every,), name="rank-pings", daemon=True
+        )
         self._pinger.start()
 
     @property
@@ -606,9 +661,13 @@ class ShardedReplica:
         if not dist.is_initialized() or dist.get_rank() != 0:
             raise RuntimeError("a ShardedReplica lives on rank 0 of an initialised process group")
         self.spec = spec
-        self._scratch_dir = tempfile.TemporaryDirectory(prefix="cohort-sharded-") if scratch is None else None
+        self._scratch_dir = (
+            tempfile.TemporaryDirectory(prefix="cohort-sharded-") if scratch is None else None
+        )
         self.scratch = Path(self._scratch_dir.name) if self._scratch_dir is not None else scratch
-        shutil.rmtree(self.scratch / "states", ignore_errors=True)  # a previous run of this client's: nobody serves them
+        shutil.rmtree(
+            self.scratch / "states", ignore_errors=True
+        )  # a previous run of this client's: nobody serves them
         self._states = CommittedStates(self.scratch / "states")
         self._leader = leader()
         # the other ranks learn the run here (only rank 0 reads it), then every rank builds its rows
@@ -627,7 +686,9 @@ class ShardedReplica:
         and a checkpoint's files and config are laid out from (FSDP2 renames the sharded module's class)."""
         return self._view
 
-    def _checkpoint_tensors(self) -> tuple[dict[str, torch.Tensor], list[str], dict[str, torch.Tensor]]:
+    def _checkpoint_tensors(
+        self,
+    ) -> tuple[dict[str, torch.Tensor], list[str], dict[str, torch.Tensor]]:
         """What a checkpoint of these weights holds, as a one-process replica's (save.snapshot: its state
         dict's tensors in order, tied weights once under their first name), on the meta device; the name each
         parameter is saved under; and the persistent buffers among them."""
@@ -642,7 +703,9 @@ class ShardedReplica:
         buffers = {name: t for name, t in tensors.items() if name not in set(saved_as)}
         return tensors, saved_as, buffers
 
-    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+    def checkpoint(
+        self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int
+    ) -> Future[CheckpointInfo]:
         """Write the weights as the run's checkpoint into `writer`'s folder, blocking (the ranks' weights are
         not copied anywhere, so training waits): rank 0 lays the files out, every rank writes its rows into
         them, rank 0 finishes. The files are those a one-process replica writes (members vote its hash)."""
@@ -658,7 +721,11 @@ class ShardedReplica:
             return self._everyone("digest")
 
         try:
-            done.set_result(write_atomically(writer.root, run_id, step, epoch, write, keep_last=writer.keep_last))
+            done.set_result(
+                write_atomically(
+                    writer.root, run_id, step, epoch, write, keep_last=writer.keep_last
+                )
+            )
         except BaseException as e:
             done.set_exception(e)
         return done
@@ -692,7 +759,9 @@ class ShardedReplica:
         step commits the member's optimizer state)."""
         self._everyone("start_epoch", start_step, cold, verified)
 
-    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+    def train(
+        self, step: int, start: int, end: int, abort: threading.Event | None = None
+    ) -> StepOutput:
         if abort is not None and abort.is_set():  # between steps only: the ranks run a step as one
             raise Aborted(f"training of step {step} stopped")
         started = time.perf_counter()
@@ -703,14 +772,22 @@ class ShardedReplica:
             assert sent is not None
             state = self._commit(step, sent)
             result = replace(result, state=state.commitment)
-        return StepOutput(self.codec.encode(result), loss, tokens, time.perf_counter() - started, state)
+        return StepOutput(
+            self.codec.encode(result), loss, tokens, time.perf_counter() - started, state
+        )
 
     def _commit(self, step: int, sent: tuple[SparseTiles, ...]) -> CommittedState:
         """The member's optimizer state after `step`, kept as a one-process replica keeps its own
         (CommittedStates), the momentum streamed from the ranks one piece at a time."""
         layout = self._rank.plan.model
-        return self._states.commit(step, lambda partial: self._leader.run(
-            "send_momentum", (), lambda: write_committed(partial, layout, step, self._rank.momentum_pieces(), sent)))
+        return self._states.commit(
+            step,
+            lambda partial: self._leader.run(
+                "send_momentum",
+                (),
+                lambda: write_committed(partial, layout, step, self._rank.momentum_pieces(), sent),
+            ),
+        )
 
     def check(self, payload: bytes) -> PayloadHeader:
         result = self.codec.decode(payload).result
@@ -795,8 +872,13 @@ def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, dev
         if op == "start":
             sent_spec, sent_seed, sent_micro, scratch = _unportable(args[0]), *args[1:]
             mine = (spec, seed, micro_batch_size)
-            if any(m is not None and m != s for m, s in zip(mine, (sent_spec, sent_seed, sent_micro), strict=True)):
-                raise RuntimeError("rank 0 trains another run, seed or micro-batch size than this rank was given")
+            if any(
+                m is not None and m != s
+                for m, s in zip(mine, (sent_spec, sent_seed, sent_micro), strict=True)
+            ):
+                raise RuntimeError(
+                    "rank 0 trains another run, seed or micro-batch size than this rank was given"
+                )
             rank = _Rank(sent_spec, sent_seed, device, sent_micro, scratch)
             continue
         if rank is None:

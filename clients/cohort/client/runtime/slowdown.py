@@ -30,7 +30,9 @@ class SlowedReplica:
     def __init__(self, inner: Replica, factor: float) -> None:
         self.inner, self.factor = inner, factor
 
-    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+    def train(
+        self, step: int, start: int, end: int, abort: threading.Event | None = None
+    ) -> StepOutput:
         out = self.inner.train(step, start, end, abort)
         deadline = time.perf_counter() + out.seconds * (self.factor - 1)
         while (left := deadline - time.perf_counter()) > 0:
@@ -49,7 +51,9 @@ class SlowedReplica:
     def model(self) -> torch.nn.Module:
         return self.inner.model
 
-    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+    def checkpoint(
+        self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int
+    ) -> Future[CheckpointInfo]:
         return self.inner.checkpoint(writer, run_id=run_id, step=step, epoch=epoch)
 
     @property
@@ -90,5 +94,6 @@ class SlowedReplica:
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,
                     after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
-        return self.inner.verify_step(step, published, previous, seed, state_before, before_parts, state_after,
-                                      after_parts)
+        return self.inner.verify_step(
+            step, published, previous, seed, state_before, before_parts, state_after, after_parts
+        )

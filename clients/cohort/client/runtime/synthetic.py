@@ -43,9 +43,13 @@ STAND_IN = "llama-tiny"  # the stand-in model checkpoints are made of (a few MB)
 def real_payload_size(spec: TrainingSpec) -> int:
     """The size of a real result of this run: its model's DisTrO layout, planned on the meta device (no
     weights are allocated)."""
-    config = config_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size, max_seq_len=spec.max_seq_len)
+    config = config_for(
+        spec.architecture, spec.hf_config, vocab_size=spec.vocab_size, max_seq_len=spec.max_seq_len
+    )
     model = build_model(config, device="meta")
-    return DistroOptimizer(model.named_parameters(), distro_config(spec.distro), lr_schedule(spec.lr)).codec.size
+    return DistroOptimizer(
+        model.named_parameters(), distro_config(spec.distro), lr_schedule(spec.lr)
+    ).codec.size
 
 
 class SyntheticReplica:
@@ -57,7 +61,12 @@ class SyntheticReplica:
         self.device = torch.device("cpu")
         self.seconds_per_sequence = seconds_per_sequence
         self.payload_size = max(real_payload_size(spec), _HEAD.size)
-        stand_in = config_for("HfLlama", MODEL_PRESETS[STAND_IN].hf_config, vocab_size=256, max_seq_len=spec.max_seq_len)
+        stand_in = config_for(
+            "HfLlama",
+            MODEL_PRESETS[STAND_IN].hf_config,
+            vocab_size=256,
+            max_seq_len=spec.max_seq_len,
+        )
         self.model = build_model(stand_in, seed=seed)
 
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
@@ -76,15 +85,21 @@ class SyntheticReplica:
                     after_parts: Mapping[bytes, bytes]) -> Verdict | None:  # fmt: skip
         return None  # the same: no weights to replay from (can_verify says so before any fetch)
 
-    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+    def train(
+        self, step: int, start: int, end: int, abort: threading.Event | None = None
+    ) -> StepOutput:
         started = time.perf_counter()
-        deadline = started + self.seconds_per_sequence * (end - start)  # compute grows with the batch
+        deadline = started + self.seconds_per_sequence * (
+            end - start
+        )  # compute grows with the batch
         while time.perf_counter() < deadline:  # stands in for the compute, abortable like it
             if abort is not None and abort.is_set():
                 raise Aborted(f"synthetic step {step} stopped")
             time.sleep(min(0.05, max(deadline - time.perf_counter(), 0)))
         head = _HEAD.pack(MAGIC, step, start, end)
-        seed = hashlib.sha256(head + bytes(self.model.model.embed_tokens.weight.data[0, :4].numpy())).digest()
+        seed = hashlib.sha256(
+            head + bytes(self.model.model.embed_tokens.weight.data[0, :4].numpy())
+        ).digest()
         filler = (seed * (self.payload_size // 32 + 1))[: self.payload_size - len(head)]
         tokens = (end - start) * self.spec.max_seq_len
         return StepOutput(head + filler, 0.0, tokens, max(time.perf_counter() - started, 1e-6))
@@ -98,7 +113,9 @@ class SyntheticReplica:
     @torch.no_grad()
     def apply(self, step: int, payloads: Sequence[bytes]) -> None:
         """Fold the applied results into the stand-in's first weights: the same lists, the same bits."""
-        digest = hashlib.sha256(struct.pack("<Q", step) + b"".join(hashlib.sha256(p).digest() for p in payloads))
+        digest = hashlib.sha256(
+            struct.pack("<Q", step) + b"".join(hashlib.sha256(p).digest() for p in payloads)
+        )
         delta = torch.frombuffer(bytearray(digest.digest()[:16]), dtype=torch.int8).float() / 1e4
         self.model.model.embed_tokens.weight.data[0, :16] += delta
 
@@ -111,7 +128,9 @@ class SyntheticReplica:
     def checksum(self) -> int:
         return weights_checksum(self.model)
 
-    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+    def checkpoint(
+        self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int
+    ) -> Future[CheckpointInfo]:
         return writer.submit(self.model, run_id=run_id, step=step, epoch=epoch)
 
     def load(self, path: Path, manifest_hash: bytes) -> None:

@@ -84,13 +84,20 @@ def lr_schedule(spec: LrSpec):
 
 def initial_seed(run_address: bytes) -> int:
     """The seed every client derives the first epoch's weights from: the run's own address."""
-    return int.from_bytes(hashlib.sha256(b"cohort/initial-weights/v1" + run_address).digest()[:8], "little") >> 1
+    return (
+        int.from_bytes(
+            hashlib.sha256(b"cohort/initial-weights/v1" + run_address).digest()[:8], "little"
+        )
+        >> 1
+    )
 
 
 def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
     """The run's sequences from its `data_location` (a built-in corpus, prepared shards on disk or over
     HTTP, a data server), checked against the run's vocabulary; "validation" is the held-out split."""
-    return open_data_location(spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size, split=split)
+    return open_data_location(
+        spec.data_location, spec.max_seq_len, vocab_size=spec.vocab_size, split=split
+    )
 
 
 # steps whose starting weights a verifier keeps until their check seeds are out: step s's seed comes with
@@ -168,21 +175,38 @@ class LocalReplica:
         self.model = build_model(config, seed=seed, device=self.device)
         self.model.train()
         if activation_checkpointing:
-            self.model.config.use_cache = False  # no generation cache in training (it would warn and drop it)
-            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            self.model.config.use_cache = (
+                False  # no generation cache in training (it would warn and drop it)
+            )
+            self.model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         self.cold_start = ColdStart(lr_schedule(spec.lr), spec.cold_start_warmup_steps)
-        self.optimizer = DistroOptimizer(self.model.named_parameters(), distro_config(spec.distro), self.cold_start)
+        self.optimizer = DistroOptimizer(
+            self.model.named_parameters(), distro_config(spec.distro), self.cold_start
+        )
         self.data = open_dataset(spec)
         self.validation = open_dataset(spec, split="validation")
         # verification (the run checks a share of results): commit our state each step, keep snapshots, on
         # disk: a member's memory stays the training's own whether or not the run verifies
         self.commit_state = False
-        self._scratch_dir = tempfile.TemporaryDirectory(prefix="cohort-replica-") if scratch is None else None
+        self._scratch_dir = (
+            tempfile.TemporaryDirectory(prefix="cohort-replica-") if scratch is None else None
+        )
         self.scratch = Path(self._scratch_dir.name) if self._scratch_dir is not None else scratch
-        for leftover in ("snapshots", "stash", "states", "checks"):  # a previous run of this client's: nobody serves them
+        for leftover in (
+            "snapshots",
+            "stash",
+            "states",
+            "checks",
+        ):  # a previous run of this client's: nobody serves them
             shutil.rmtree(self.scratch / leftover, ignore_errors=True)
-        self.snapshots = WeightSnapshots(self.scratch / "snapshots", KEPT_SNAPSHOTS)  # weights at a step's start
-        self._stash = WeightSnapshots(self.scratch / "stash", 1)  # our own weights while a check borrows them
+        self.snapshots = WeightSnapshots(
+            self.scratch / "snapshots", KEPT_SNAPSHOTS
+        )  # weights at a step's start
+        self._stash = WeightSnapshots(
+            self.scratch / "stash", 1
+        )  # our own weights while a check borrows them
         self._states = CommittedStates(self.scratch / "states")
 
     @property
@@ -201,14 +225,18 @@ class LocalReplica:
         """The exact size of every result of this run's model and config (the fetch limit)."""
         return self.codec.size
 
-    def train(self, step: int, start: int, end: int, abort: threading.Event | None = None) -> StepOutput:
+    def train(
+        self, step: int, start: int, end: int, abort: threading.Event | None = None
+    ) -> StepOutput:
         """Forward/backward over the batch [start, end) in micro-batches, then DisTrO's compressed result
         (training.train_step: the very code a verifier replays). With `abort` set between micro-batches the
         step stops (Aborted) and the weights are restored."""
         started = time.perf_counter()
         batch = BatchId(start, end)
         sequences = self.data.sequences(batch).to(self.device)
-        if self.commit_state:  # every replica's weights at this step's start: what a check of it replays from
+        if (
+            self.commit_state
+        ):  # every replica's weights at this step's start: what a check of it replays from
             self.snapshots.take(step, self.model)
 
         def before_chunk() -> None:
@@ -307,6 +335,8 @@ class LocalReplica:
         load_weights(self.model, path, manifest_hash)
         self.optimizer.reset_momentum()
 
-    def checkpoint(self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int) -> Future[CheckpointInfo]:
+    def checkpoint(
+        self, writer: CheckpointWriter, *, run_id: str, step: int, epoch: int
+    ) -> Future[CheckpointInfo]:
         """A copy of the weights, written by `writer`'s thread while training goes on."""
         return writer.submit(self.model, run_id=run_id, step=step, epoch=epoch)

@@ -63,7 +63,9 @@ class CheckpointShelf:
         self.root, self.node, self.worker = root, node, worker
         self.writer: CheckpointWriter | None = None
         self.saved: CheckpointInfo | None = None  # our weights at the last epoch end
-        self.progress: FetchProgressCallback | None = None  # a joiner's fetch progress (the client's events)
+        self.progress: FetchProgressCallback | None = (
+            None  # a joiner's fetch progress (the client's events)
+        )
 
     async def save(self, replica: Replica, *, run_id: str, step: int, epoch: int) -> CheckpointInfo:
         """Write the replica's weights as a Hugging Face checkpoint and serve it. It starts on the model worker
@@ -72,7 +74,9 @@ class CheckpointShelf:
         if self.writer is None:
             self.writer = CheckpointWriter(self.root, keep_last=KEEP_LAST)
         writer = self.writer
-        future = await self.worker.run(lambda: replica.checkpoint(writer, run_id=run_id, step=step, epoch=epoch))
+        future = await self.worker.run(
+            lambda: replica.checkpoint(writer, run_id=run_id, step=step, epoch=epoch)
+        )
         info = await asyncio.wrap_future(future)
         self.saved = info
         await self.node.share_directory(info.path)
@@ -87,7 +91,9 @@ class CheckpointShelf:
         source = FromPeers(self.node, tuple(peers))
         if hub is not None:
             repo, revision = hub
-            source = FromPeersThenHub(source, FromHub(repo, revision or None, token=os.environ.get("HF_TOKEN")))
+            source = FromPeersThenHub(
+                source, FromHub(repo, revision or None, token=os.environ.get("HF_TOKEN"))
+            )
         path = await fetch_checkpoint(source, manifest_hash, dest, progress=self.progress)
         assert path is not None
         return path
@@ -95,6 +101,8 @@ class CheckpointShelf:
     async def fetch_hub(self, repo: str, revision: str, manifest_hash: bytes) -> Path:
         """A run's starting checkpoint from a Hugging Face repo (or a local directory), verified."""
         source = FromHub(repo, revision or None, token=os.environ.get("HF_TOKEN"))
-        path = await fetch_checkpoint(source, manifest_hash, self.root / f"hub-{manifest_hash.hex()[:16]}")
+        path = await fetch_checkpoint(
+            source, manifest_hash, self.root / f"hub-{manifest_hash.hex()[:16]}"
+        )
         assert path is not None
         return path

@@ -47,7 +47,9 @@ def _request(line: bytes) -> tuple[list[str], dict[str, str], str]:
     argv, env, log = value.get("argv"), value.get("env"), value.get("log")
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise ValueError("argv: a list of strings")
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         raise ValueError("env: an object of strings")
     if not isinstance(log, str) or not log:
         raise ValueError("log: a file path")
@@ -59,7 +61,9 @@ def _child(argv: list[str], env: dict[str, str], log: str) -> None:
     never returns."""
     code = 1
     try:
-        os.setpgid(0, 0)  # its own process group (the parent sets it too: killpg works from the first moment)
+        os.setpgid(
+            0, 0
+        )  # its own process group (the parent sets it too: killpg works from the first moment)
         out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(out, 1)
         os.dup2(out, 2)
@@ -136,7 +140,9 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
                 os.setpgid(pid, pid)
             children.add(pid)
             say({"pid": pid})
-    deadline = time.monotonic() + 5  # reap what already ended; the rest are re-parented, still stoppable
+    deadline = (
+        time.monotonic() + 5
+    )  # reap what already ended; the rest are re-parented, still stoppable
     while children and time.monotonic() < deadline:
         reap()
         time.sleep(0.05)
@@ -200,14 +206,18 @@ class Zygote:
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 message = json.loads(line)
                 with self._lock:
-                    if "exited" in message:  # a child is known before its exit is read: answers come in order
+                    if (
+                        "exited" in message
+                    ):  # a child is known before its exit is read: answers come in order
                         child = self._children.pop(message["exited"], None)
                         if child is not None:
                             child.returncode = int(message["code"])
                             child._exited.set()
                         continue
                     if "pid" in message:
-                        child = self._children[int(message["pid"])] = ForkedProcess(int(message["pid"]))
+                        child = self._children[int(message["pid"])] = ForkedProcess(
+                            int(message["pid"])
+                        )
                         self._answers.append(child)
                     else:
                         self._answers.append(str(message.get("error")))
@@ -217,13 +227,19 @@ class Zygote:
                 child.orphaned = True
             self._answered.notify_all()
 
-    def start(self, argv: list[str], env: dict[str, str], log: str, timeout: float = 60.0) -> ForkedProcess:
+    def start(
+        self, argv: list[str], env: dict[str, str], log: str, timeout: float = 60.0
+    ) -> ForkedProcess:
         """Fork `cohort <argv>` with environment `env`, its output appended to `log`."""
         assert self.process.stdin is not None
         with self._lock:
-            self.process.stdin.write(json.dumps({"argv": argv, "env": env, "log": log}).encode() + b"\n")
+            self.process.stdin.write(
+                json.dumps({"argv": argv, "env": env, "log": log}).encode() + b"\n"
+            )
             self.process.stdin.flush()
-            if not self._answered.wait_for(lambda: self._answers or self.process.poll() is not None, timeout):
+            if not self._answered.wait_for(
+                lambda: self._answers or self.process.poll() is not None, timeout
+            ):
                 raise RuntimeError(f"the zygote did not answer within {timeout:.0f} s")
             if not self._answers:
                 raise RuntimeError("the zygote exited")

@@ -57,7 +57,10 @@ def open_check(
     layout = codec.layout
     samples = sample_bands(layout, seed)
     try:
-        if state_before.commitment != state_before_commitment or state_after.commitment != state_after_commitment:
+        if (
+            state_before.commitment != state_before_commitment
+            or state_after.commitment != state_after_commitment
+        ):
             raise StateMismatch("the supplied state does not match the trainer's commitment")
         before = read_sampled(state_before, layout, samples)
         after = read_sampled(state_after, layout, samples)
@@ -65,7 +68,9 @@ def open_check(
     except StateError as e:
         return Verdict(False, f"refused: {e}")
     if after.step != step:
-        return Verdict(False, f"refused: the supplied state was taken after step {after.step}, not {step}")
+        return Verdict(
+            False, f"refused: the supplied state was taken after step {after.step}, not {step}"
+        )
     if cold_start:
         if not before.fresh:
             return Verdict(False, "refused: a first step must start from a fresh optimizer state")
@@ -137,7 +142,9 @@ def check_step(
     if isinstance(opened, Verdict):
         return opened
 
-    def restore(optimizer) -> None:  # the sign plane everywhere, the true state on the sampled bands
+    def restore(
+        optimizer,
+    ) -> None:  # the sign plane everywhere, the true state on the sampled bands
         restore_sampled(optimizer, state_before, opened.before, opened.samples)
 
     try:

@@ -185,11 +185,17 @@ def exactly_equal(supplied: SampledState, replayed: SampledState) -> bool:
     """The supplied state equals the replayed one bit for bit on the sampled bands."""
     if (supplied.sent is None) != (replayed.sent is None):
         return False
-    if not all(torch.equal(a, b) for a, b in zip(supplied.momentum, replayed.momentum, strict=True)):
+    if not all(
+        torch.equal(a, b) for a, b in zip(supplied.momentum, replayed.momentum, strict=True)
+    ):
         return False
-    return supplied.sent is None or replayed.sent is None or all(
-        torch.equal(a.indices, b.indices) and torch.equal(a.values, b.values)
-        for a, b in zip(supplied.sent, replayed.sent, strict=True)
+    return (
+        supplied.sent is None
+        or replayed.sent is None
+        or all(
+            torch.equal(a.indices, b.indices) and torch.equal(a.values, b.values)
+            for a, b in zip(supplied.sent, replayed.sent, strict=True)
+        )
     )
 
 

@@ -49,7 +49,9 @@ class StepInputs:
 class Replay:
     result: DistroResult
     payload: bytes
-    state_after: OptimizerState  # shares the replayer's optimizer tensors: read before its next replay
+    state_after: (
+        OptimizerState  # shares the replayer's optimizer tensors: read before its next replay
+    )
     loss: float
     seconds: float
 

@@ -138,11 +138,17 @@ def state_manifest(data: bytes, layout: Layout) -> Manifest:
         raise StateError(f"not a state manifest: {e}") from None
     sizes = {f.name: f.size for f in manifest.files}
     if manifest.chunk_size != PART_SIZE or set(sizes) != {SIGNS_FILE, STATE_FILE}:
-        raise StateError(f"a state manifest lists {SIGNS_FILE} and {STATE_FILE} in parts of {PART_SIZE} bytes")
+        raise StateError(
+            f"a state manifest lists {SIGNS_FILE} and {STATE_FILE} in parts of {PART_SIZE} bytes"
+        )
     if sizes[SIGNS_FILE] != signs_size(layout):
-        raise StateError(f"its sign plane is {sizes[SIGNS_FILE]} bytes, expected {signs_size(layout)}")
+        raise StateError(
+            f"its sign plane is {sizes[SIGNS_FILE]} bytes, expected {signs_size(layout)}"
+        )
     if sizes[STATE_FILE] not in (state_size(layout, False), state_size(layout, True)):
-        raise StateError(f"its state is {sizes[STATE_FILE]} bytes, which no state of this layout is")
+        raise StateError(
+            f"its state is {sizes[STATE_FILE]} bytes, which no state of this layout is"
+        )
     return manifest
 
 
@@ -178,7 +184,9 @@ def sample_seed(check_seed: int, trainer: int, step: int) -> bytes:
 def sample_bands(layout: Layout, seed: bytes, count: int = CHECK_SAMPLES) -> tuple[Sample, ...]:
     """`count` distinct runs of whole tile bands (every run when there are no more), drawn from `seed`, in
     model order."""
-    runs = [Sample(i, band) for i, b in enumerate(layout.buckets) for band in b.bands(SAMPLE_VALUES)]
+    runs = [
+        Sample(i, band) for i, b in enumerate(layout.buckets) for band in b.bands(SAMPLE_VALUES)
+    ]
     if len(runs) <= count:
         return tuple(runs)
     chosen: set[int] = set()
@@ -215,7 +223,12 @@ def _spans(layout: Layout, samples: Sequence[Sample], has_sent: bool) -> list[tu
     momentum, sent = _momentum_offsets(layout), _sent_offsets(layout)
     for s in samples:
         b, band = layout.buckets[s.bucket], s.band
-        spans.append((momentum[s.bucket] + 4 * band.start * b.row_width, 4 * (band.end - band.start) * b.row_width))
+        spans.append(
+            (
+                momentum[s.bucket] + 4 * band.start * b.row_width,
+                4 * (band.end - band.start) * b.row_width,
+            )
+        )
         if has_sent:
             tiles, k = band.tiles, b.topk
             count = 4 * (tiles.stop - tiles.start) * k
@@ -237,7 +250,9 @@ def _state_parts(layout: Layout, samples: Sequence[Sample], has_sent: bool) -> l
     return list(wanted)
 
 
-def parts_to_fetch(layout: Layout, samples: Sequence[Sample], before: Manifest, after: Manifest) -> list[bytes]:
+def parts_to_fetch(
+    layout: Layout, samples: Sequence[Sample], before: Manifest, after: Manifest
+) -> list[bytes]:
     """The hashes of the parts a check reads (each once): the sign plane of the state before the step, and
     the parts of both states that hold the header and the sampled bands."""
     wanted: dict[bytes, None] = {}
@@ -246,7 +261,11 @@ def parts_to_fetch(layout: Layout, samples: Sequence[Sample], before: Manifest, 
             wanted.update(dict.fromkeys(f.chunks))
     for manifest in (before, after):
         state = next(f for f in manifest.files if f.name == STATE_FILE)
-        wanted.update(dict.fromkeys(state.chunks[k] for k in _state_parts(layout, samples, _has_sent(manifest, layout))))
+        wanted.update(
+            dict.fromkeys(
+                state.chunks[k] for k in _state_parts(layout, samples, _has_sent(manifest, layout))
+            )
+        )
     return list(wanted)
 
 
@@ -273,13 +292,19 @@ class SampledState:
     @property
     def fresh(self) -> bool:
         """A fresh optimizer's state (before any step) on the sampled bands."""
-        return self.step == BEFORE_ANY_STEP and self.sent is None and not any(bool(m.any()) for m in self.momentum)
+        return (
+            self.step == BEFORE_ANY_STEP
+            and self.sent is None
+            and not any(bool(m.any()) for m in self.momentum)
+        )
 
 
 def read_sampled(parts: CommittedParts, layout: Layout, samples: Sequence[Sample]) -> SampledState:
     """Decode the header and sampled bands of a committed state (StateError says what is wrong)."""
     has_sent = _has_sent(parts.manifest, layout)
-    magic, version, sent_flag, reserved, step, digest = HEADER.unpack(parts.read(STATE_FILE, 0, HEADER.size))
+    magic, version, sent_flag, reserved, step, digest = HEADER.unpack(
+        parts.read(STATE_FILE, 0, HEADER.size)
+    )
     if magic != MAGIC or version != VERSION or reserved or sent_flag != has_sent:
         raise StateError("not an optimizer state of this version")
     if digest != layout.digest:
@@ -295,10 +320,16 @@ def read_sampled(parts: CommittedParts, layout: Layout, samples: Sequence[Sample
         momentum.append(rows)
         if has_sent:
             idx = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<u4").astype(np.int64)
-            val = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<f4").astype(np.float32)
+            val = np.frombuffer(parts.read(STATE_FILE, *next(spans)), dtype="<f4").astype(
+                np.float32
+            )
             if idx.size and int(idx.max()) >= b.totalk:
                 raise StateError("sent index out of range for its tile")
-            sent.append(SparseTiles(torch.from_numpy(idx).view(-1, b.topk), torch.from_numpy(val).view(-1, b.topk)))
+            sent.append(
+                SparseTiles(
+                    torch.from_numpy(idx).view(-1, b.topk), torch.from_numpy(val).view(-1, b.topk)
+                )
+            )
     return SampledState(step, tuple(momentum), tuple(sent) if has_sent else None)
 
 
@@ -309,16 +340,22 @@ def check_sign_plane(parts: CommittedParts, layout: Layout, before: SampledState
     for s, rows in zip(samples, before.momentum, strict=True):
         b = layout.buckets[s.bucket]
         lo, hi = s.band.start * b.row_width, s.band.end * b.row_width
-        if not torch.equal(_plane_signs(parts, layout, s.bucket, lo, hi), torch.sign(rows).reshape(-1)):
+        if not torch.equal(
+            _plane_signs(parts, layout, s.bucket, lo, hi), torch.sign(rows).reshape(-1)
+        ):
             raise StateError("its committed sign plane disagrees with its momentum")
 
 
-def _plane_signs(parts: CommittedParts, layout: Layout, bucket: int, lo: int, hi: int) -> torch.Tensor:
+def _plane_signs(
+    parts: CommittedParts, layout: Layout, bucket: int, lo: int, hi: int
+) -> torch.Tensor:
     """The signs of values [lo, hi) of `bucket`'s flat momentum, from the sign plane (4 values a byte, each
     bucket padded to a whole byte)."""
     at = sum(-(-b.numel // 4) for b in layout.buckets[:bucket])
     first, last = lo // 4, -(-hi // 4)
-    return signs_of(parts.read(SIGNS_FILE, at + first, last - first), 4 * (last - first))[lo - 4 * first : hi - 4 * first]
+    return signs_of(parts.read(SIGNS_FILE, at + first, last - first), 4 * (last - first))[
+        lo - 4 * first : hi - 4 * first
+    ]
 
 
 def restored_momentum(parts: CommittedParts, layout: Layout, before: SampledState, samples: Sequence[Sample],
@@ -332,7 +369,9 @@ def restored_momentum(parts: CommittedParts, layout: Layout, before: SampledStat
     for s, rows in zip(samples, before.momentum, strict=True):
         start, end = max(lo, s.band.start * width), min(hi, s.band.end * width)
         if s.bucket == bucket and start < end:
-            values[start - lo : end - lo] = rows.reshape(-1)[start - s.band.start * width : end - s.band.start * width]
+            values[start - lo : end - lo] = rows.reshape(-1)[
+                start - s.band.start * width : end - s.band.start * width
+            ]
     return values
 
 
@@ -374,10 +413,20 @@ def sampled_of(momentum: Sequence[torch.Tensor], sent: Sequence[SparseTiles] | N
     rows, tiles = [], []
     for s in samples:
         b = layout.buckets[s.bucket]
-        rows.append(momentum[s.bucket].detach().reshape(-1, b.row_width)[s.band.start : s.band.end].cpu().clone())
+        rows.append(
+            momentum[s.bucket]
+            .detach()
+            .reshape(-1, b.row_width)[s.band.start : s.band.end]
+            .cpu()
+            .clone()
+        )
         if sent is not None:
             t = sent[s.bucket]
-            tiles.append(SparseTiles(t.indices[s.band.tiles].cpu().clone(), t.values[s.band.tiles].cpu().clone()))
+            tiles.append(
+                SparseTiles(
+                    t.indices[s.band.tiles].cpu().clone(), t.values[s.band.tiles].cpu().clone()
+                )
+            )
     return SampledState(step, tuple(rows), None if sent is None else tuple(tiles))
 
 

@@ -19,7 +19,9 @@ STREAM_BYTES = 1 << 26  # written and read in pieces of at most this many bytes
 
 def _pieces(p: torch.Tensor) -> list[memoryview]:
     """The parameter's bytes as views into it (no copy for a CPU tensor on a little-endian host)."""
-    if not p.is_contiguous():  # reshape would copy: a load would write into the copy, not the weights
+    if (
+        not p.is_contiguous()
+    ):  # reshape would copy: a load would write into the copy, not the weights
         raise RuntimeError("weight snapshots need contiguous tensors")
     flat = p.detach().reshape(-1)
     if flat.device.type != "cpu" or sys.byteorder != "little":

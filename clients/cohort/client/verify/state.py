@@ -159,7 +159,9 @@ def _header(layout: Layout, step: int, sent: Sequence[SparseTiles] | None) -> by
     return HEADER.pack(MAGIC, VERSION, sent is not None, 0, step, layout.digest)
 
 
-def _bucket_values(layout: Layout, momentum: Iterable[torch.Tensor]) -> Iterator[tuple[int, np.ndarray, bool]]:
+def _bucket_values(
+    layout: Layout, momentum: Iterable[torch.Tensor]
+) -> Iterator[tuple[int, np.ndarray, bool]]:
     """The momentum given as pieces of any length (flat, in layout order: each bucket's values one after the
     other, a piece may span buckets) as fp32 arrays of at most `STREAM_VALUES` values that never span two
     buckets: (bucket index, values, whether they end the bucket). StateError unless the pieces hold exactly
@@ -302,7 +304,9 @@ def write_committed(root: Path, layout: Layout, step: int, momentum: Iterable[to
     return CommittedState(root, Manifest(PART_SIZE, tuple(files)))
 
 
-def write_state(optimizer: DistroOptimizer, step: int, root: Path, *, signs: bool = True) -> CommittedState:
+def write_state(
+    optimizer: DistroOptimizer, step: int, root: Path, *, signs: bool = True
+) -> CommittedState:
     """Write the optimizer's state after `step` into the directory `root` (`state.bin`, and `signs.bin`
     unless `signs` is false: a stash nobody checks), hashing its parts as they are written (no copy of the
     state in memory: the momentum is read where it lies)."""
@@ -329,7 +333,9 @@ def read_state_into(optimizer: DistroOptimizer, path: Path) -> None:
                         raise StateError(f"{path} is truncated")
                 else:
                     raw = f.read(4 * chunk.numel())
-                    chunk.copy_(torch.from_numpy(np.frombuffer(raw, dtype="<f4").astype(np.float32)))
+                    chunk.copy_(
+                        torch.from_numpy(np.frombuffer(raw, dtype="<f4").astype(np.float32))
+                    )
         sent = None
         if has_sent:
             sent = []

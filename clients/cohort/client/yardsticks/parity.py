@@ -85,10 +85,16 @@ def run_parity(
     )
     heldout = dataset.heldout_batches(64, setup.eval_sequences)
     if setup.hf_config is None:
-        config = llama_config(setup.model, vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len)
+        config = llama_config(
+            setup.model, vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len
+        )
     else:
-        config = config_for(setup.architecture, setup.hf_config,
-                            vocab_size=tokenizer.vocab_size, max_seq_len=setup.seq_len)
+        config = config_for(
+            setup.architecture,
+            setup.hf_config,
+            vocab_size=tokenizer.vocab_size,
+            max_seq_len=setup.seq_len,
+        )
     curves = {}
     for name in contenders:
         curve = Curve(name)

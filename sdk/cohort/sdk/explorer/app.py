@@ -1,7 +1,7 @@
 """`Explorer`: the indexer and the server together, started in-process.
 
-    async with Explorer(cluster_url, ws_url, program_id, db_path) as ex:
-        print(ex.url)
+async with Explorer(cluster_url, ws_url, program_id, db_path) as ex:
+    print(ex.url)
 """
 
 from __future__ import annotations
@@ -71,8 +71,12 @@ class Explorer:
             )  # fmt: skip
         local = frozenset({"localhost", "127.0.0.1", "[::1]", self.host.lower()})
         allowed = local if is_loopback(self.host) else None
-        app = make_app(self.store, lambda: self.indexer.status, self.feed, self.cluster_url, allowed)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        app = make_app(
+            self.store, lambda: self.indexer.status, self.feed, self.cluster_url, allowed
+        )
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -142,16 +142,24 @@ class Indexer:
     async def _fetch_all(self, signatures: list[str]) -> list[tuple[str, dict | None]]:
         """getTransaction for each signature: JSON-RPC batches a few at a time (single calls for an RPC
         that refuses batches)."""
-        config = {"encoding": "base64", "maxSupportedTransactionVersion": 0, "commitment": "confirmed"}
+        config = {
+            "encoding": "base64",
+            "maxSupportedTransactionVersion": 0,
+            "commitment": "confirmed",
+        }
         limit = asyncio.Semaphore(FETCH_CONCURRENCY)
 
         async def fetch(batch: list[str]) -> list[dict | None]:
             async with limit:
                 if self._batches:
                     try:
-                        return await self.rpc.raw_batch("getTransaction", [[s, config] for s in batch])
+                        return await self.rpc.raw_batch(
+                            "getTransaction", [[s, config] for s in batch]
+                        )
                     except RpcRefused as e:
-                        log.info("the RPC refuses JSON-RPC batches (%s): one call per transaction", e)
+                        log.info(
+                            "the RPC refuses JSON-RPC batches (%s): one call per transaction", e
+                        )
                         self._batches = False
                 return [await self.rpc.raw_request("getTransaction", [s, config]) for s in batch]
 

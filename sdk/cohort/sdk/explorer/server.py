@@ -111,6 +111,7 @@ def make_app(
     allowed_hosts: frozenset[str] | None = None,
 ) -> web.Application:
     """The explorer's routes. `allowed_hosts`: Host header names accepted (None: any)."""
+
     async def answer(build: Callable[[], dict[str, Any]]) -> web.Response:
         try:
             return _json(build())

@@ -42,7 +42,13 @@ def closed_run_summary(
     store holds: its events (phases, progress, members, checkpoint) and the facts its instructions carried
     (run id, name, total steps). Same keys as run_snapshot's; what no event tells is None or empty."""
     phase, epoch, step, changed_at = "Uninitialized", 0, 0, None
-    checkpoint: dict[str, Any] = {"kind": "None", "repo": "", "revision": "", "step": 0, "sha256": ""}
+    checkpoint: dict[str, Any] = {
+        "kind": "None",
+        "repo": "",
+        "revision": "",
+        "step": 0,
+        "sha256": "",
+    }
     wallets: dict[str, str] = {}  # wallet -> p2p identity, in joining order
     points: dict[str, int] = {}
     for name, data in events:

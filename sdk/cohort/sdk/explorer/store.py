@@ -107,7 +107,9 @@ class Store:
         self.db.row_factory = sqlite3.Row
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a process crash loses no commit
+            self.db.execute(
+                "PRAGMA synchronous=NORMAL"
+            )  # WAL + NORMAL: a process crash loses no commit
             self.db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
         except sqlite3.DatabaseError as e:
@@ -118,9 +120,7 @@ class Store:
         self.db.executescript(_SCHEMA)
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            self.db.execute(
-                "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} has schema version {row[0]}; this explorer reads version "
@@ -186,8 +186,12 @@ class Store:
         for ix in tx.instructions if tx.err is None else ():  # a failed instruction said nothing
             if ix.run and ix.facts:
                 row = db.execute("SELECT facts FROM run_facts WHERE run = ?", (ix.run,)).fetchone()
-                facts = (json.loads(row[0]) if row else {}) | ix.facts  # stored oldest first: newest wins
-                db.execute("INSERT OR REPLACE INTO run_facts VALUES (?, ?)", (ix.run, json.dumps(facts)))
+                facts = (
+                    json.loads(row[0]) if row else {}
+                ) | ix.facts  # stored oldest first: newest wins
+                db.execute(
+                    "INSERT OR REPLACE INTO run_facts VALUES (?, ?)", (ix.run, json.dumps(facts))
+                )
         for e in tx.events:
             cur = db.execute(
                 "INSERT INTO events (seq, ordinal, program, run, name, slot, block_time, data)"
@@ -235,7 +239,9 @@ class Store:
                 "SELECT address FROM runs WHERE program = ? AND closed = 0", (program,)
             ).fetchall()
             gone = [r[0] for r in rows if r[0] not in present and (among is None or r[0] in among)]
-            self.db.executemany("UPDATE runs SET closed = 1 WHERE address = ?", [(g,) for g in gone])
+            self.db.executemany(
+                "UPDATE runs SET closed = 1 WHERE address = ?", [(g,) for g in gone]
+            )
         return gone
 
     def runs_known_only_from_events(
@@ -248,7 +254,9 @@ class Store:
             " AND run NOT IN (SELECT address FROM runs)",
             (program,),
         ).fetchall()
-        return sorted(r[0] for r in rows if r[0] not in present and (among is None or r[0] in among))
+        return sorted(
+            r[0] for r in rows if r[0] not in present and (among is None or r[0] in among)
+        )
 
     def run_history(self, run: str) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
         """What is stored about a run: its facts (from instructions) and its events (name, data), oldest
