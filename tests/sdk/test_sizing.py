@@ -171,3 +171,29 @@ def test_run_create_says_what_a_member_needs():
 def test_the_sizing_module_does_not_import_torch():
     code = "import cohort.sdk.sizing, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_lean_memory_and_sharded_ranks_are_sized_as_they_run():
+    """--lean-memory keeps each layer's input and one layer's values; a rank of a member over N processes
+    holds its share of every per-parameter part, plus what FSDP gathers whole while it computes (the
+    parameters outside the layers and one layer), and the activations of its share of the micro-batch."""
+    spec = _spec("HfLlama", MODEL_PRESETS["llama-1b"].hf_config, vocab=32_000, seq=2048)
+    plain = estimate_memory(spec, micro_batch_size=4, verification=True)
+    lean = estimate_memory(spec, micro_batch_size=4, verification=True, checkpointed=True)
+    assert plain is not None and lean is not None
+    assert (
+        lean.activations < plain.activations / 2
+        and lean.total - lean.activations == plain.total - plain.activations
+    )
+    eight = estimate_memory(spec, micro_batch_size=8, verification=True, ranks=8)
+    assert eight is not None and eight.ranks == 8 and eight.gathered > 0
+    n = eight.parameters
+    assert eight.weights == int(-(-n // 8) * BYTES_PER_PARAM["weights"])
+    one_sequence = estimate_memory(spec, micro_batch_size=1, verification=True)
+    assert (
+        one_sequence is not None and eight.activations == one_sequence.activations
+    )  # 8 sequences over 8 ranks
+    assert eight.total < plain.total / 3
+    assert "each of a member's 8 ranks" in eight.summary() and eight.to_json()["ranks"] == 8
+    with pytest.raises(ValueError, match="ranks"):
+        estimate_memory(spec, micro_batch_size=1, verification=False, ranks=0)

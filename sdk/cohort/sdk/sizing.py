@@ -64,11 +64,21 @@ SHARD_DEVICE_BYTES = 80 * 10**9
 @dataclass(frozen=True)
 class Shape:
     """A model's parameter count and what its activations grow with: values kept per token (all layers),
-    and the heads (all layers) that keep a seq × seq attention matrix."""
+    and the heads (all layers) that keep a seq × seq attention matrix; its layers and hidden width (what
+    activation checkpointing keeps: each layer's input), and the parameters outside its layers (embeddings,
+    head, final norm: what a sharded member holds whole while it computes)."""
 
     parameters: int
     values_per_token: float
     matrix_heads: int = 0
+    layers: int = 1
+    hidden: int = 0
+    outside_layers: int = 0
+
+    @property
+    def largest_layer(self) -> int:
+        """Parameters of one layer (the mean; a sharded member gathers one layer at a time)."""
+        return (self.parameters - self.outside_layers) // max(self.layers, 1)
 
 
 def _llama(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
@@ -87,7 +97,9 @@ def _llama(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
     embeddings = vocab * h
     head = 0 if c.get("tie_word_embeddings", False) else vocab * h
     values = layers * (ACTIVATION_VALUES["llama_hidden"] * h + ACTIVATION_VALUES["mlp"] * inter)
-    return Shape(embeddings + layers * layer + h + head, values)
+    return Shape(
+        embeddings + layers * layer + h + head, values, 0, layers, h, embeddings + h + head
+    )
 
 
 def _deepseek(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
@@ -125,7 +137,7 @@ def _deepseek(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
         + first_moe * a["mlp"] * c["intermediate_size"]
         + (layers - first_moe) * moe_values
     )
-    return Shape(vocab * h + blocks + h + head, values)
+    return Shape(vocab * h + blocks + h + head, values, 0, layers, h, vocab * h + h + head)
 
 
 def _gpt2(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
@@ -136,7 +148,8 @@ def _gpt2(c: Mapping[str, Any], vocab: int, seq: int) -> Shape:
     )
     head = 0 if c.get("tie_word_embeddings", True) else vocab * h
     values = layers * (ACTIVATION_VALUES["gpt2_hidden"] * h + ACTIVATION_VALUES["mlp"] * inner)
-    return Shape(vocab * h + seq * h + layers * layer + 2 * h + head, values, layers * heads)
+    outside = vocab * h + seq * h + 2 * h + head
+    return Shape(outside + layers * layer, values, layers * heads, layers, h, outside)
 
 
 def shape_of(
@@ -194,11 +207,15 @@ class MemoryEstimate:
     distro_working: int  # DisTrO's bounded working set
     activations: int
     verification: int  # 0 when the run does not verify results
+    ranks: int = 1  # processes the member spans: every figure is one rank's
+    gathered: int = (
+        0  # a sharded rank's whole copies while it computes (outside the layers, one layer)
+    )
 
     @property
     def total(self) -> int:
         return (self.weights + self.gradients + self.optimizer + self.distro_working + self.activations
-                + self.verification)  # fmt: skip
+                + self.verification + self.gathered)  # fmt: skip
 
     @property
     def bytes_per_param(self) -> float:
@@ -218,27 +235,38 @@ class MemoryEstimate:
         """One line: the total and its parts."""
         sequences = "sequence" if self.micro_batch_size == 1 else "sequences"
         verification = format_bytes(self.verification) if self.verification else "off"
-        return (f"a member needs about {format_bytes(self.total)} (weights {format_bytes(self.weights)}, "
+        who = "a member" if self.ranks == 1 else f"each of a member's {self.ranks} ranks"
+        gathered = (
+            f", gathered while computing {format_bytes(self.gathered)}" if self.gathered else ""
+        )
+        return (f"{who} needs about {format_bytes(self.total)} (weights {format_bytes(self.weights)}, "
                 f"gradients {format_bytes(self.gradients)}, "
                 f"optimizer {format_bytes(self.optimizer + self.distro_working)}, "
                 f"activations {format_bytes(self.activations)} per micro-batch of {self.micro_batch_size} "
-                f"{sequences}, verification {verification})")  # fmt: skip
+                f"{sequences}, verification {verification}{gathered})")  # fmt: skip
 
     def to_json(self) -> dict[str, int | float]:
         return {"parameters": self.parameters, "micro_batch_size": self.micro_batch_size,
                 "seq_len": self.seq_len, "weights": self.weights, "gradients": self.gradients,
                 "optimizer": self.optimizer, "distro_working": self.distro_working,
-                "activations": self.activations, "verification": self.verification, "total": self.total,
+                "activations": self.activations, "verification": self.verification, "ranks": self.ranks,
+                "gathered": self.gathered, "total": self.total,
                 "bytes_per_param": round(self.bytes_per_param, 3)}  # fmt: skip
 
 
-def activation_bytes(shape: Shape, vocab: int, seq: int, sequences: int) -> int:
+def activation_bytes(
+    shape: Shape, vocab: int, seq: int, sequences: int, checkpointed: bool = False
+) -> int:
     """Activations of one micro-batch of `sequences` sequences at their peak in the backward pass: the
-    layers' kept values, attention matrices where kept, and the logits' copies in the loss."""
-    per_token = (
+    layers' kept values, attention matrices where kept, and the logits' copies in the loss. `checkpointed`
+    (activation checkpointing, `cohort train --lean-memory`): every layer keeps only its input, and one
+    layer's values are recomputed at a time."""
+    values = (
         shape.values_per_token + ACTIVATION_VALUES["attention_matrix"] * shape.matrix_heads * seq
     )
-    per_token += vocab * LOGIT_COPIES
+    if checkpointed:
+        values = values / max(shape.layers, 1) + shape.hidden * shape.layers
+    per_token = values + vocab * LOGIT_COPIES
     return int(per_token * ACTIVATION_BYTES * sequences * seq)
 
 
@@ -249,41 +277,70 @@ def default_micro_batch_size(config: RunConfig) -> int:
 
 
 def estimate_memory(
-    spec: TrainingSpec, *, micro_batch_size: int, verification: bool
+    spec: TrainingSpec,
+    *,
+    micro_batch_size: int,
+    verification: bool,
+    checkpointed: bool = False,
+    ranks: int = 1,
 ) -> MemoryEstimate | None:
-    """The memory one member needs to train `spec` with micro-batches of `micro_batch_size` sequences;
-    None when the model's size is unknown (an HfAuto model this module cannot count)."""
+    """The memory one member (one of its `ranks`) needs to train `spec` with micro-batches of
+    `micro_batch_size` sequences; None when the model's size is unknown (an HfAuto model this module cannot
+    count)."""
     return estimate_for(spec.architecture, spec.hf_config, vocab_size=spec.vocab_size,
                         max_seq_len=spec.max_seq_len, micro_batch_size=micro_batch_size,
-                        verification=verification)  # fmt: skip
+                        verification=verification, checkpointed=checkpointed, ranks=ranks)  # fmt: skip
 
 
 def estimate_for(architecture: str, hf_config: Mapping[str, Any], *, vocab_size: int, max_seq_len: int,
-                 micro_batch_size: int, verification: bool) -> MemoryEstimate | None:  # fmt: skip
-    """estimate_memory for a model shape alone (a preset before any run names its vocabulary)."""
-    if micro_batch_size < 1:
-        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+                 micro_batch_size: int, verification: bool, checkpointed: bool = False,
+                 ranks: int = 1) -> MemoryEstimate | None:  # fmt: skip
+    """estimate_memory for a model shape alone (a preset before any run names its vocabulary). With `ranks`
+    > 1, one rank of a sharded member: its share of everything held per parameter, the whole copies it
+    gathers while computing (FSDP: the parameters outside the layers and one layer, weights and gradients,
+    in fp32), and the activations of its share of the micro-batch."""
+    if micro_batch_size < 1 or ranks < 1:
+        raise ValueError(
+            f"micro_batch_size and ranks must be >= 1, got {micro_batch_size}, {ranks}"
+        )
     shape = shape_of(architecture, hf_config, vocab_size, max_seq_len)
     if shape is None:
         return None
     n, per = shape.parameters, BYTES_PER_PARAM
+    held = -(-n // ranks)  # this rank's rows of every parameter
+    gathered = (
+        0
+        if ranks == 1
+        else (shape.outside_layers + shape.largest_layer) * (per["weights"] + per["gradients"])
+    )
     return MemoryEstimate(
         parameters=n,
         micro_batch_size=micro_batch_size,
         seq_len=max_seq_len,
-        weights=int(n * per["weights"]),
-        gradients=int(n * per["gradients"]),
-        optimizer=int(n * (per["momentum"] + per["lookahead"])),
-        distro_working=int(min(n * per["distro_working"], DISTRO_WORKING_CAP)),
-        activations=activation_bytes(shape, vocab_size, max_seq_len, micro_batch_size),
-        verification=int(n * per["verification"]) if verification else 0,
+        weights=int(held * per["weights"]),
+        gradients=int(held * per["gradients"]),
+        optimizer=int(held * (per["momentum"] + per["lookahead"])),
+        distro_working=int(min(held * per["distro_working"], DISTRO_WORKING_CAP)),
+        activations=activation_bytes(
+            shape, vocab_size, max_seq_len, -(-micro_batch_size // ranks), checkpointed
+        ),
+        verification=int(held * per["verification"]) if verification else 0,
+        ranks=ranks,
+        gathered=int(gathered),
     )
 
 
 def run_estimate(
-    spec: TrainingSpec, config: RunConfig, micro_batch_size: int | None = None
+    spec: TrainingSpec,
+    config: RunConfig,
+    micro_batch_size: int | None = None,
+    *,
+    checkpointed: bool = False,
+    ranks: int = 1,
 ) -> MemoryEstimate | None:
     """The estimate for a run's on-chain config: its verification setting, and micro-batches of
-    `micro_batch_size` sequences (default: a member's whole share of a step)."""
+    `micro_batch_size` sequences (default: a member's whole share of a step); per rank of a member over
+    `ranks` processes, with activation checkpointing when `checkpointed`."""
     return estimate_memory(spec, micro_batch_size=micro_batch_size or default_micro_batch_size(config),
-                           verification=config.verification_percent > 0)  # fmt: skip
+                           verification=config.verification_percent > 0, checkpointed=checkpointed,
+                           ranks=ranks)  # fmt: skip

@@ -88,7 +88,9 @@ async def connect(self: Client, stack: contextlib.AsyncExitStack) -> None:
     self.spec = training_spec(run.metadata, run.model)
     self.events.emit("connected", run=run.run_id, address=str(run.address), state=str(run.state),
                      wallet=str(self.wallet.pubkey()), rpc=self.rpc.url)  # fmt: skip
-    check_memory(self.spec, run.config, run.run_id, o)  # before anything is built, joined or sent
+    check_memory(
+        self.spec, run.config, run.run_id, o, member_ranks()
+    )  # before anything is built, joined or sent
 
 
 async def start_p2p(self: Client, stack: contextlib.AsyncExitStack) -> None:
@@ -173,7 +175,8 @@ async def build_trainer(self: Client) -> Replica:
             scratch.mkdir(parents=True, exist_ok=True)
             trainer = await self.worker.run(lambda: ShardedReplica(self.spec, seed=seed, device=o.torch_device(),
                                                                    micro_batch_size=o.micro_batch_size,
-                                                                   scratch=scratch))  # fmt: skip
+                                                                   scratch=scratch,
+                                                                   activation_checkpointing=o.lean_memory))  # fmt: skip
         else:
             scratch = (
                 self.shelf.root / "replica"

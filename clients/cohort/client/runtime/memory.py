@@ -37,13 +37,14 @@ def available_memory(device: str, meminfo: Path = Path("/proc/meminfo")) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def largest_micro_batch(spec: TrainingSpec, config: RunConfig, available: int, upto: int) -> int:
+def largest_micro_batch(spec: TrainingSpec, config: RunConfig, available: int, upto: int, *,
+                        checkpointed: bool = False, ranks: int = 1) -> int:  # fmt: skip
     """The most sequences per micro-batch (at most `upto`) whose estimate fits in `available`; 0: none."""
     best = 0
     lo, hi = 1, upto
     while lo <= hi:  # activations grow with the micro-batch, the rest does not
         mid = (lo + hi) // 2
-        estimate = run_estimate(spec, config, mid)
+        estimate = run_estimate(spec, config, mid, checkpointed=checkpointed, ranks=ranks)
         if estimate is not None and estimate.total <= available:
             best, lo = mid, mid + 1
         else:
@@ -52,14 +53,15 @@ def largest_micro_batch(spec: TrainingSpec, config: RunConfig, available: int, u
 
 
 def check_memory(
-    spec: TrainingSpec, config: RunConfig, run_id: str, options: ClientOptions
+    spec: TrainingSpec, config: RunConfig, run_id: str, options: ClientOptions, ranks: int = 1
 ) -> MemoryEstimate | None:
-    """The run's estimate on this member; ClientRefused (one line) when the device cannot hold it. A
-    synthetic member holds no model, and a model whose size is unknown (some HfAuto models) is not
-    checked."""
+    """The run's estimate on this member (on one of its `ranks`, with --lean-memory's activations when it is
+    set); ClientRefused (one line) when the device cannot hold it. A synthetic member holds no model, and a
+    model whose size is unknown (some HfAuto models) is not checked."""
     if options.synthetic:
         return None
-    estimate = run_estimate(spec, config, options.micro_batch_size)
+    shape = {"checkpointed": options.lean_memory, "ranks": ranks}
+    estimate = run_estimate(spec, config, options.micro_batch_size, **shape)
     if estimate is None:
         return None
     if options.memory_limit is not None:
@@ -73,7 +75,7 @@ def check_memory(
         return estimate
     hint = ""
     share = options.micro_batch_size or default_micro_batch_size(config)
-    fits = largest_micro_batch(spec, config, available, share - 1) if share > 1 else 0
+    fits = largest_micro_batch(spec, config, available, share - 1, **shape) if share > 1 else 0
     if fits:
         hint = f"; --micro-batch-size {fits} would fit"
     elif estimate.untrainable:

@@ -139,9 +139,10 @@ class _Rank:
     """What one rank holds and does; rank 0's lives inside the ShardedReplica."""
 
     def __init__(self, spec: TrainingSpec, seed: int, device: str, micro_batch_size: int | None,
-                 scratch: Path) -> None:  # fmt: skip
+                 scratch: Path, activation_checkpointing: bool = False) -> None:  # fmt: skip
         """`scratch`: the member's directory (on the ranks' shared disk); this rank keeps its rows of the
-        weights a check replays from in a folder of its own there."""
+        weights a check replays from in a folder of its own there. `activation_checkpointing`: as
+        LocalReplica's (each layer's input kept, the rest recomputed in the backward; every rank alike)."""
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.spec, self.micro_batch_size = spec, micro_batch_size
         self.device = torch.device(device)
@@ -157,6 +158,13 @@ class _Rank:
         whole = plan_layout(((n, p.shape) for n, p in model.named_parameters()), config)
         self.plans: list[ShardPlan] = [plan_shard(whole, r, self.world) for r in range(self.world)]
         self.plan = self.plans[self.rank]
+        if (
+            activation_checkpointing
+        ):  # before sharding: FSDP's hooks then gather a layer again for its recompute
+            model.config.use_cache = False
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         _shard_model(model)
         self._materialize(model, seed)
         self.model = model
@@ -655,9 +663,11 @@ class ShardedReplica:
     """Rank 0's `Replica` (replica.py) of a member whose model is sharded over `world` ranks."""
 
     def __init__(self, spec: TrainingSpec, *, seed: int, device: str = "cpu",
-                 micro_batch_size: int | None = None, scratch: Path | None = None) -> None:  # fmt: skip
+                 micro_batch_size: int | None = None, scratch: Path | None = None,
+                 activation_checkpointing: bool = False) -> None:  # fmt: skip
         """`scratch`: a directory of this member's own (on rank 0's disk) for the optimizer states it commits
-        when the run verifies results; default: a temporary one, removed with it."""
+        when the run verifies results; default: a temporary one, removed with it. `activation_checkpointing`:
+        on every rank (`cohort train --lean-memory`)."""
         if not dist.is_initialized() or dist.get_rank() != 0:
             raise RuntimeError("a ShardedReplica lives on rank 0 of an initialised process group")
         self.spec = spec
@@ -671,8 +681,10 @@ class ShardedReplica:
         self._states = CommittedStates(self.scratch / "states")
         self._leader = leader()
         # the other ranks learn the run here (only rank 0 reads it), then every rank builds its rows
-        self._rank = self._leader.run("start", (_portable(spec), seed, micro_batch_size, self.scratch),
-                                      lambda: _Rank(spec, seed, device, micro_batch_size, self.scratch))  # fmt: skip
+        args = (seed, micro_batch_size, self.scratch, activation_checkpointing)
+        self._rank = self._leader.run(
+            "start", (_portable(spec), *args), lambda: _Rank(spec, args[0], device, *args[1:])
+        )
         self.device = self._rank.device
         self._view = build_model(self._rank.model_config, device="meta")
 
@@ -870,7 +882,10 @@ def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, dev
             dist.barrier()
             return
         if op == "start":
-            sent_spec, sent_seed, sent_micro, scratch = _unportable(args[0]), *args[1:]
+            sent_spec, sent_seed, sent_micro, scratch, checkpointing = (
+                _unportable(args[0]),
+                *args[1:],
+            )
             mine = (spec, seed, micro_batch_size)
             if any(
                 m is not None and m != s
@@ -879,7 +894,7 @@ def serve_rank(spec: TrainingSpec | None = None, *, seed: int | None = None, dev
                 raise RuntimeError(
                     "rank 0 trains another run, seed or micro-batch size than this rank was given"
                 )
-            rank = _Rank(sent_spec, sent_seed, device, sent_micro, scratch)
+            rank = _Rank(sent_spec, sent_seed, device, sent_micro, scratch, checkpointing)
             continue
         if rank is None:
             raise RuntimeError(f"rank 0 asked for {op!r} before it started the member")
