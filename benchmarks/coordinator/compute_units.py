@@ -75,8 +75,12 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
         record("tick (start round: seed)", chain.call("tick", members[0], run))
 
     def seated() -> list[tuple[int, int]]:
-        data = chain.run_bytes(run)[8:]
-        found = [(i, core.witness_seat(data, i)) for i in range(clients)]
+        data, states = chain.run_bytes(run)[8:], chain.state(run)["clients"]
+        found = [
+            (i, core.witness_seat(data, i))
+            for i in range(clients)
+            if states[i]["state"] == "Healthy"
+        ]
         return sorted(((i, p) for i, p in found if p is not None), key=lambda e: e[1])
 
     def witness(index: int, position: int, participants: bytes, root: bytes):
@@ -131,7 +135,11 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     start_round()
 
     # height 2: a health check, a checkpointer, an exit, an equivocation report; then a decided round
-    health = {"count": 1, "indices": [clients - 1] + [0] * 31}
+    health = {
+        "step": chain.state(run)["progress"]["step"] - 2,
+        "count": 1,
+        "indices": [clients - 1] + [0] * 31,
+    }
     record("health_check", chain.call("health_check", members[0], run, health))
     checkpoint = {
         "kind": "Hub",
@@ -145,7 +153,9 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     accused, step = clients - 3, chain.state(run)["progress"]["step"] - 1
     proofs = []
     for commitment in (b"\xa1" * 32, b"\xa2" * 32):
-        message = result_statement(core.idl, run, step, (0, 2), commitment)
+        message = result_statement(
+            core.idl, run, chain.state(run)["epoch"]["epoch"], step, (0, 2), commitment
+        )
         key = node_keys[accused]
         proofs.append(
             ed25519_verify_instruction(
@@ -157,8 +167,10 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
             "second": statement | {"commitment": b"\xa2" * 32}}  # fmt: skip
     report = chain.call_ix("report_equivocation", members[0], run, args)
     record("report_equivocation (+ 2 Ed25519)", chain.send([*proofs, report], [members[0]]))
-    # the seed of this round's successor draws the checks of the epoch's first step: two of a trainer's three
-    # verifiers report, the second convicts
+    # a round later, the seed of the next round draws the checks of the epoch's first step: two of a
+    # trainer's three verifiers report, the second opens a dispute; two rounds later its committee's seed is
+    # out and a strict majority of the committee convicts
+    decided_round(everyone)
     state = chain.state(run)
     checked, data = state["epoch"]["start_step"], chain.run_bytes(run)[8:]
     seed = core.check_seed(data, checked)
@@ -168,7 +180,20 @@ def measure(clients: int, elf: bytes, core: CoordinatorCore) -> dict[str, int]:
     for k, verifier in enumerate(verifiers):
         args = {"step": checked, "trainer": trainer, "reason": "PayloadMismatch"}
         result = chain.call("report_check", members[verifier], run, args)
-        record("report_check (majority: convicts)" if k else "report_check", result)
+        record("report_check (majority: opens a dispute)" if k else "report_check", result)
+    decided_round(everyone)
+    decided_round(everyone)
+    committee = sorted(core.dispute_committee(chain.run_bytes(run)[8:], checked, trainer))
+    needed = len(committee) // 2 + 1
+    for k, member in enumerate(committee[:needed]):
+        args = {"step": checked, "trainer": trainer, "reason": "PayloadMismatch"}
+        result = chain.call("report_check", members[member], run, args)
+        record(
+            "report_check (dispute majority: convicts)"
+            if k == needed - 1
+            else "report_check (dispute)",
+            result,
+        )
     assert chain.state(run)["clients"][trainer]["state"] == "Convicted"
     chain.advance(
         config["epoch_time"]

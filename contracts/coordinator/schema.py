@@ -35,9 +35,11 @@ from cohort.sbf.abi.schema import (  # noqa: F401 - the type language, shared by
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 7,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    "VERSION": 8,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
     # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
-    # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions
+    # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions; 8 = disputes,
+    # CheckSeed.healthy (verifiers are drawn from the members healthy when a seed was revealed),
+    # FailedCheck.replay
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -56,11 +58,18 @@ CONSTANTS: dict[str, int] = {
     "DISSENT_LIMIT": 3,  # a witness whose root lost this many decisions of an epoch gets no more seats
     "MEDIAN_SHARE": 4,  # the share of a member declaring the median throughput (shares are in quarters)
     # verification of honest work: the checks of step s are drawn from the seed of the round of step
-    # s + CHECK_SEED_LAG, which is derived when the round of step s + 2 starts, after the round of step s + 1
-    # ended, so after step s's results were decided (a trainer cannot know whether it is checked until its
-    # result can no longer change)
-    "CHECK_SEED_LAG": 3,
-    "MAX_VERIFIERS": 3,  # verifiers of one check: min(MAX_VERIFIERS, clients_len - 1); a strict majority convicts
+    # s + CHECK_SEED_LAG, which hashes the slot of the instruction that ended the round of step s + 1 (the one
+    # that decided step s, or ran out its time): nobody knows it before step s's results are final
+    "CHECK_SEED_LAG": 4,
+    "MAX_VERIFIERS": 3,  # verifiers of one check, drawn among healthy members; a strict majority opens a dispute
+    # disputes: a check whose verifiers' majority reported a failure is replayed by a larger committee drawn
+    # from the seed of the round DISPUTE_SEED_LAG after the one it opened in (fixed after it opened)
+    "DISPUTE_VERIFIERS": 128,  # the dispute committee: min(DISPUTE_VERIFIERS, healthy members but the trainer)
+    "DISPUTE_SEED_LAG": 3,
+    "MAX_DISPUTES": 4,  # disputes open at once
+    # a dispute of step s lapses (no conviction, nobody penalised) once the round of step s + DISPUTE_HORIZON is
+    # over: within the 16 steps a trainer keeps its committed states
+    "DISPUTE_HORIZON": 14,
     "CHECK_WINDOW": 32,  # revealed round seeds kept (reports of a step are taken while its seed is kept)
     "CHECK_SLOTS": 16,  # failed-check tallies open at once
     # outcomes of the epoch's last rounds, kept past the round ring (NUM_ROUNDS): a client whose view of the
@@ -107,9 +116,11 @@ ClientState = Enum(
 )
 ConvictionReason = Enum(
     "ConvictionReason",
-    ("Equivocation", "FailedVerification"),
+    ("Equivocation", "FailedVerification", "FalseReport"),
     "Equivocation: two signed results with different commitments for one step. FailedVerification: a strict "
-    "majority of a check's verifiers reported that its replay of the step failed (report_check).",
+    "majority of a check's verifiers reported that its replay of the step failed, and then a strict majority of "
+    "the dispute's committee (report_check). FalseReport: it reported a replay mismatch that a strict majority "
+    "of the dispute's committee refuted.",
 )
 CheckpointKind = Enum(
     "CheckpointKind",
@@ -128,14 +139,27 @@ JoinPolicy = Enum(
 )
 CheckFailure = Enum(
     "CheckFailure",
-    ("Unspecified", "PayloadMismatch", "StateMismatch", "StateNotDelivered", "ResultNotDelivered"),
+    (
+        "Unspecified",
+        "PayloadMismatch",
+        "StateMismatch",
+        "StateNotDelivered",
+        "ResultNotDelivered",
+        "Passed",
+    ),
     "Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay "
     "disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step "
     "(StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or "
-    "its result (ResultNotDelivered).",
+    "its result (ResultNotDelivered). Passed: the replay held up (only a dispute's committee reports it).",
+)
+DisputeOutcome = Enum(
+    "DisputeOutcome",
+    ("Convicted", "Refuted", "Lapsed"),
+    "Convicted: a strict majority of the committee confirmed the failure. Refuted: a strict majority found the "
+    "step honest (reporters of a replay mismatch are convicted: FalseReport). Lapsed: no majority in time.",
 )
 ENUMS = (RunState, ClientState, ConvictionReason, CheckpointKind, Architecture, DataType, LrScheduleKind, JoinPolicy,
-         CheckFailure)  # fmt: skip
+         CheckFailure, DisputeOutcome)  # fmt: skip
 
 # --------------------------------------------------------------------------------------------------
 # structs
@@ -323,6 +347,11 @@ CheckSeed = S(
     F("step", U32, "the step of the round this seed is (0 = empty)"),
     F("_pad", U32),
     F("seed", U64, "the round's seed; it draws the checks of step `step - CHECK_SEED_LAG`"),
+    F(
+        "healthy",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "members healthy when it was revealed: the verifiers and dispute committees it draws come from them",
+    ),
     doc="A revealed round seed, kept so checks can be reported after the round ring moved on.",
 )
 FailedCheck = S(
@@ -336,7 +365,37 @@ FailedCheck = S(
         "epoch index of the verifier whose report opened this tally (a full table evicts the "
         "tallies of whoever opened the most)",
     ),
-    doc="The failure reports of one check until a strict majority of its verifiers convicts the trainer.",
+    F(
+        "replay",
+        U8,
+        "bit k: the k-th verifier's report claimed a replay mismatch (Payload/StateMismatch)",
+    ),
+    F("_pad", Bytes(3)),
+    doc="The failure reports of one check until a strict majority of its verifiers opens a dispute.",
+)
+Dispute = S(
+    "Dispute",
+    F("step", U32, "the disputed step (0 = a free slot)"),
+    F("trainer", U16, "the checked trainer's epoch client index"),
+    F(
+        "reporters",
+        U8,
+        "bit k: the check's k-th verifier reported a failure (FailedCheck.reporters)",
+    ),
+    F("replay", U8, "bit k: and claimed a replay mismatch (FailedCheck.replay)"),
+    F(
+        "seed_step",
+        U32,
+        "the step of the round whose seed draws the committee: DISPUTE_SEED_LAG after the round it opened in",
+    ),
+    F(
+        "fails",
+        Bytes("PARTICIPANT_BITMAP_LEN"),
+        "committee members (epoch indices) that reported a failure",
+    ),
+    F("passes", Bytes("PARTICIPANT_BITMAP_LEN"), "committee members that reported Passed"),
+    doc="A check a strict majority of its verifiers failed, replayed by a larger committee drawn from a seed "
+    "fixed after it opened; a strict majority of the committee convicts the trainer or refutes the reporters.",
 )
 StepDecision = S(
     "StepDecision",
@@ -461,6 +520,11 @@ Run = S(
         "every round seed of the epoch as it is revealed, the entry of step r at r % CHECK_WINDOW",
     ),
     F("failed_checks", Array(FailedCheck, "CHECK_SLOTS"), "open tallies of failed-check reports"),
+    F(
+        "disputes",
+        Array(Dispute, "MAX_DISPUTES"),
+        "checks a majority of their verifiers failed, being replayed",
+    ),
     doc="The state of one training run (a zero-copy account, created by the client at its exact size).",
 )
 RunIndex = S(
@@ -679,6 +743,38 @@ CheckFailed = S(
 ClientDropped = S(
     "ClientDropped", F("run", PUBKEY), F("signer", PUBKEY), F("index", U16), F("_pad", Bytes(6))
 )
+DisputeOpened = S(
+    "DisputeOpened",
+    F("run", PUBKEY),
+    F("step", U32, "the disputed step"),
+    F("trainer", U16),
+    F("reporters", U8, "bit k: the check's k-th verifier reported a failure"),
+    F("_pad", U8),
+    F("seed_step", U32, "the round whose seed draws the committee"),
+)
+DisputeReported = S(
+    "DisputeReported",
+    F("run", PUBKEY),
+    F("verifier", PUBKEY, "the reporting committee member's wallet"),
+    F("step", U32),
+    F("trainer", U16),
+    F("reason", CheckFailure, "Passed, or the failure it found"),
+    F("_pad", U8),
+    F("fails", U16, "failure reports of the committee so far"),
+    F("passes", U16, "Passed reports so far"),
+    F("committee", U16, "the committee's size; a strict majority of it decides"),
+    F("_pad2", U16),
+)
+DisputeClosed = S(
+    "DisputeClosed",
+    F("run", PUBKEY),
+    F("step", U32),
+    F("trainer", U16),
+    F("outcome", DisputeOutcome),
+    F("_pad", U8),
+    F("fails", U16),
+    F("passes", U16),
+)
 CheckpointUpdated = S("CheckpointUpdated", F("run", PUBKEY), F("checkpoint", Checkpoint))
 RunUpdated = S("RunUpdated", F("run", PUBKEY), F("what", U8))
 PointsClaimed = S(
@@ -687,14 +783,15 @@ PointsClaimed = S(
 )  # fmt: skip
 
 EVENTS = (RunStateChanged, ClientJoined, ClientExited, WitnessSubmitted, StepDecided, ClientDropped,
-          ClientConvicted, CheckpointUpdated, RunUpdated, PointsClaimed, CheckFailed)  # fmt: skip
+          ClientConvicted, CheckpointUpdated, RunUpdated, PointsClaimed, CheckFailed, DisputeOpened,
+          DisputeReported, DisputeClosed)  # fmt: skip
 ACCOUNT_TYPES = (Run, RunIndex, JoinAuthorization, Points, Endpoint)
 ARG_TYPES = (InitializeRunArgs, UpdateMetadataArgs, UpdateConfigArgs, UpdateModelArgs, SetCheckpointersArgs,
              SetPausedArgs, SetJoinAuthorizationArgs, JoinRunArgs, WarmupWitnessArgs, WitnessArgs,
              HealthCheckArgs, CheckpointArgs, VoteWeightsArgs, SettlePointsArgs, ReportEquivocationArgs,
              ReportCheckArgs)  # fmt: skip
 STRUCTS = (Checkpoint, LrSchedule, DistroConfig, ModelConfig, RunConfig, RunMetadata, Progress, Client,
-           Witness, Round, CheckSeed, FailedCheck, StepDecision, RoundWitnesses, EpochState, RegistryEntry,
+           Witness, Round, CheckSeed, FailedCheck, Dispute, StepDecision, RoundWitnesses, EpochState, RegistryEntry,
            WitnessMetadata,
            ResultStatement, *ACCOUNT_TYPES, *ARG_TYPES, *EVENTS)  # fmt: skip
 
@@ -897,7 +994,9 @@ INSTRUCTIONS = (
         (_user, _run_w, _slot_hashes),
         ReportCheckArgs,
         "One of the verifiers the seed drew for (step, trainer) reports that the check failed; once a strict "
-        "majority of them did, the trainer is convicted (FailedVerification).",
+        "majority of them did, a dispute opens: a larger committee drawn from a later seed replays the step and "
+        "reports Passed or a failure; a strict majority of it convicts the trainer (FailedVerification) or "
+        "refutes the reporters (those that claimed a replay mismatch are convicted: FalseReport).",
     ),
     Instruction(
         "close_run",
@@ -988,6 +1087,8 @@ ERRORS = (
     ),
     Error("DuplicateReport", "This verifier already reported this check"),
     Error("InvalidReason", "reason is not a CheckFailure a report can name"),
+    Error("DisputesFull", "Every dispute slot is open: the report that would open one waits"),
+    Error("DisputePending", "The dispute's committee is drawn from a seed not revealed yet"),
 )
 
 

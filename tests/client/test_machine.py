@@ -528,6 +528,27 @@ def test_an_equivocating_trainer_is_reported_and_never_attested(core):
     assert liar not in submitted.results.indices
 
 
+def test_a_convicted_trainer_is_never_attested_even_by_a_seat_that_saw_one_statement(core):
+    """A twin is convicted on another member's report before its second statement reaches this seat (the
+    gossip from a member no longer healthy is dropped): the seat holds one valid result of it and no proof.
+    It leaves the trainer out all the same, as the seats that saw both statements do, so their roots agree."""
+    d = seated_driver(core)
+    liar = next(i for i in d.view().rounds[1].assignment if i != d.me)
+    d.feed(PeerResult(liar, d.result(1, liar)))
+    d.feed(ResultHeld(1, liar, commitment(1, liar)))
+    assert d.host.do("convict", liar, 0, 1) == 0  # equivocation, reported by another member
+    d.feed()
+    out = []
+    for index in d.view().rounds[1].assignment:
+        if index != liar:
+            if index != d.me:
+                d.feed(PeerResult(index, d.result(1, index)))
+            out += d.feed(ResultHeld(1, index, commitment(1, index)))
+    (submitted,) = of(out, SubmitWitness)
+    assert liar not in submitted.results.indices
+    assert len(submitted.results.entries) == len(d.view().rounds[1].assignment) - 1
+
+
 def test_results_outside_the_window_or_for_another_batch_are_refused(core):
     d = seated_driver(core)
     index = next(i for i in d.view().rounds[1].assignment if i != d.me)
@@ -1103,10 +1124,10 @@ def test_the_next_epoch_keeps_our_weights_only_if_the_majority_voted_them(core):
 # -- verification -----------------------------------------------------------------------------------------
 
 
-def applied_through_step_2(d: Driver) -> list:
-    """Steps 1 and 2 trained, decided with every result and applied, and round 4 started: it fixed round
-    5's seed (from inputs frozen when round 3 decided step 2), which draws step 2's checks; returns the
-    actions of the update that saw it."""
+def applied_through_step_3(d: Driver) -> list:
+    """Steps 1 to 3 trained, decided with every result and applied, and round 5 started: it fixed round
+    6's seed (from the slot round 4 started in, the one whose instruction decided step 2), which draws step
+    2's checks; returns the actions of the update that saw it."""
     out, held = d.step_1_decided()
     assert of(out, Apply)
     d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
@@ -1120,6 +1141,14 @@ def applied_through_step_2(d: Driver) -> list:
     )  # step 2 is decided and applied, but its checks are not drawn yet
     d.feed(Applied(0, 2, len(held), digest=7))
     d.host.start_pending()
+    # round 4 revealed round 5's seed: step 2's checks are not drawn yet
+    assert not of(d.feed(), Check)
+    d.feed(Trained(0, 3, d.view().rounds[3].assignment[0], commitment(3, 0), 100, 5.0, 1024, 0.5))
+    held = d.hold_all(3)
+    d.host.decide(ResultsList.of(3, held).root)
+    d.feed()
+    d.feed(Applied(0, 3, len(held), digest=7))
+    d.host.start_pending()
     return d.feed()
 
 
@@ -1127,7 +1156,7 @@ def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_re
     core,
 ):
     d = Driver(core, clients=4, verification_percent=100)
-    out = applied_through_step_2(d)
+    out = applied_through_step_3(d)
     checks = of(out, Check)
     # every result is checked and with four clients the other three are its verifiers: we check 1, 2, 3
     # (step 1 is everyone's first of the epoch: no earlier committed state, so it is not checked)
@@ -1151,6 +1180,89 @@ def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_re
     assert of(d.feed(Checked(0, 2, 3, False, "we no longer hold the weights")), ReportCheck) == []
 
 
+def next_decided_round(d: Driver, step: int) -> list:
+    """Our step `step` trained and everyone's held, the round attesting it decides it with every result, we
+    apply it and the next round starts: the actions of the update that saw it."""
+    d.feed(
+        Trained(
+            0, step, d.view().rounds[step].assignment[0], commitment(step, 0), 100, 5.0, 1024, 0.5
+        )
+    )
+    held = d.hold_all(step)
+    d.host.decide(ResultsList.of(step, held).root)
+    d.feed()
+    d.feed(Applied(0, step, len(held), digest=7))
+    d.host.start_pending()
+    return d.feed()
+
+
+def test_a_dispute_committee_replays_the_same_check_and_reports_its_verdict(core):
+    """Two other verifiers of a trainer's check fail it: a dispute opens; once the seed that draws its
+    committee is out, we (on it) run the same check (same commitments, same seed: same sampled bands) and
+    report Passed, or the failure we found; a DisputesFull refusal is sent again later."""
+    d = Driver(core, clients=4, verification_percent=100)
+    applied_through_step_3(d)
+    data = bytes(d.host.state)
+    seed = core.check_seed(data, 2)
+    trainer = 2
+    reporters = [v for v in core.check_plan(data, 2, seed, trainer) if v != d.me][:2]
+    for v in reporters:
+        args = {"step": 2, "trainer": trainer, "reason": "StateNotDelivered"}
+        assert d.host.do("report_check", d.host.wallets[v], args) == 0
+    assert d.view().run.disputes and not [
+        c for c in of(d.feed(), Check) if c.dispute
+    ]  # its seed is not out
+    out = next_decided_round(d, 4) + next_decided_round(d, 5)
+    assert core.dispute_committee(bytes(d.host.state), 2, trainer) == {0, 1, 3}
+    disputes = [c for c in of(out, Check) if c.dispute]
+    assert disputes == [
+        Check(0, 2, trainer, commitment(2, trainer), commitment(1, trainer), seed, dispute=True)
+    ]
+    assert not [c for c in of(d.feed(), Check) if c.dispute]  # planned once
+    out = d.feed(Checked(0, 2, trainer, True, "within tolerance", dispute=True))
+    assert of(out, ReportCheck) == [ReportCheck(2, trainer, "Passed")]
+    # refused because every dispute slot is open: it goes again after the retry time
+    assert (
+        of(d.feed(TxDone("report_check", 2 << 16 | trainer, False, "DisputesFull")), ReportCheck)
+        == []
+    )
+    assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == [ReportCheck(2, trainer, "Passed")]
+    assert of(d.feed(TxDone("report_check", 2 << 16 | trainer, True), dt=5.0), ReportCheck) == []
+    # a failure found in a dispute is reported like a check's
+    out = d.feed(
+        Checked(0, 2, trainer, False, "signs disagree", "PayloadMismatch", dispute=True), dt=5.0
+    )
+    assert of(out, ReportCheck) == [ReportCheck(2, trainer, "PayloadMismatch")]
+
+
+def test_the_step_after_an_undecided_step_is_checked(core):
+    """Step 2's round ends undecided: nothing of it is applied, but a trainer's step 3 still started from the
+    state it committed in its result of step 2, which we held: its check replays from that."""
+    d = Driver(core, clients=4, verification_percent=100)
+    out, held = d.step_1_decided()
+    d.feed(Trained(0, 2, d.view().rounds[2].assignment[0], commitment(2, 0), 100, 5.0, 1024, 0.5))
+    d.feed(Applied(0, 1, len(held), digest=7))
+    d.hold_all(2)
+    d.host.start_pending()
+    d.feed()
+    for k, index in enumerate(d.host.seats()):  # three seats, three roots: no majority
+        assert d.host.witness(index, bytes([k + 1]) * 32) == 0
+    config = d.host.run().config
+    d.host.advance(config.max_round_train_time)
+    assert d.host.tick() == 0
+    d.host.advance(config.round_witness_time)
+    assert d.host.tick() == 0  # the round ends undecided and the next starts
+    assert d.view().run.decided(2) == (True, None)
+    d.feed()
+    out = next_decided_round(d, 3) + next_decided_round(d, 4) + next_decided_round(d, 5)
+    checks = [c for c in of(out, Check) if c.step == 3]
+    assert sorted(c.trainer for c in checks) == [1, 2, 3]
+    assert all(
+        c.previous == commitment(2, c.trainer) and c.commitment == commitment(3, c.trainer)
+        for c in checks
+    )
+
+
 def test_without_verification_nothing_is_checked(core):
     d = Driver(core, clients=4)
-    assert not of(applied_through_step_2(d), Check)
+    assert not of(applied_through_step_3(d), Check)

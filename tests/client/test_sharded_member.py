@@ -175,7 +175,10 @@ async def check_member(lr: LocalRun, trainers: list[TrainerProcess], ranks: list
 
     from cohort.client.model import parameter_digest
 
-    (path,) = [p.parent for p in (checkpoints / "c0").glob("*/config.json")]
+    (step,) = [e["step"] for e in sharded.events("checkpoint_saved") if e["epoch"] == 0]
+    (path,) = [
+        p.parent for p in (checkpoints / "c0").glob(f"*-step{step}/config.json")
+    ]  # a later epoch's may follow
     model = AutoModelForCausalLM.from_pretrained(path)
     assert parameter_digest(model) == ends[sharded.name][0]
 

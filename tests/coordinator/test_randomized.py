@@ -46,6 +46,7 @@ CONFIG = make_config(
     total_steps=200,
     verification_percent=50,
 )
+SEED_DISPUTES = 1
 NONCE_OFFSET = load_idl().offset_of("Run", "nonce")
 NODE_KEYS = 10
 ERROR_CODES = {e.name: code for code, e in load_idl().errors.items()}
@@ -178,8 +179,31 @@ class Generator:
 
     def _report_check(self, state: dict, run_bytes: bytes, members: list) -> Op:
         """Mostly a drawn verifier of a checkable (step, trainer), often the check reported last (so a
-        second verifier convicts); sometimes a step not checkable, a non-verifier or an outsider."""
+        second verifier opens a dispute), or a member of an open dispute's committee (each dispute leaning
+        to failures or to Passed, so its committee convicts the trainer or refutes the reporters); sometimes
+        a step not checkable, a non-verifier or an outsider."""
         rng, step = self.rng, state["progress"]["step"]
+        disputes = [(d["step"], d["trainer"]) for d in state["disputes"] if d["step"]]
+        drawn = [
+            d for d in disputes if self.core.dispute_committee(run_bytes, *d)
+        ]  # its seed is out
+        if disputes and rng.random() < 0.6:
+            checked, trainer = rng.choice(drawn if drawn and rng.random() < 0.9 else disputes)
+            committee = sorted(self.core.dispute_committee(run_bytes, checked, trainer))
+            signer = (
+                rng.choice(committee)
+                if committee and rng.random() < 0.9
+                else rng.randrange(len(members))
+            )
+            leaning = "Passed" if (checked + trainer) % 3 else "PayloadMismatch"
+            reason = (
+                leaning
+                if rng.random() < 0.85
+                else rng.choice(["Passed", "StateMismatch", "StateNotDelivered"])
+            )
+            return Op(
+                "report_check", signer, {"step": checked, "trainer": trainer, "reason": reason}
+            )
         steps = range(max(state["epoch"]["start_step"] - 1, step - 8), step + 1)
         checkable = [s for s in steps if self.core.check_seed(run_bytes, s) is not None]
         if self.last_check is not None and rng.random() < 0.5:
@@ -431,6 +455,14 @@ def check_invariants(state: dict, previous: dict | None) -> None:
                 and t["trainer"] < epoch["clients_len"]
                 and t["opener"] < epoch["clients_len"]
             )
+    open_disputes = [(d["step"], d["trainer"]) for d in state["disputes"] if d["step"]]
+    assert len(set(open_disputes)) == len(open_disputes), "two disputes of one check"
+    for d in state["disputes"]:
+        if d["step"]:
+            assert d["trainer"] < epoch["clients_len"] and d["seed_step"] > d["step"]
+            assert not any(a & b for a, b in zip(d["fails"], d["passes"], strict=True)), (
+                "a member reported both ways"
+            )
     if previous is not None:
         assert state["progress"]["step"] >= previous["progress"]["step"], "step went backwards"
         assert state["nonce"] >= previous["nonce"]
@@ -494,17 +526,41 @@ def test_host_core_invariants_over_thousands_of_operations(chain, core):
     assert {"WaitingForMembers", "Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states_seen
 
 
-def test_chain_and_host_agree_bit_for_bit(chain, core):
-    twin = Twin(chain, wallets=7)
-    run = _setup(chain, twin)
-    _play_an_epoch(chain, core, run, twin)
+class DisputeGenerator(Generator):
+    """The same operations without pauses or exits, and many more reports: checks, disputes and their
+    committees' votes, over epochs long enough for disputes to be decided."""
+
+    def next(self, state: dict, run_bytes: bytes) -> Op:
+        op = super().next(state, run_bytes)
+        if op.name in ("set_paused", "exit_run"):
+            return Op("tick", op.signer if op.signer >= 0 else 0)
+        if (
+            op.name == "advance" and op.advance > 3
+        ):  # epochs of many rounds: room for checks and disputes
+            return Op("advance", 0, advance=1)
+        members = state["clients"][: state["epoch"]["clients_len"]]
+        if (
+            state["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown")
+            and members
+            and self.rng.random() < 0.3
+        ):
+            op = self._report_check(state, run_bytes, members)
+            if (
+                op.args["reason"] != "Passed" and self.rng.random() < 0.5
+            ):  # claims a refutation can convict
+                op.args["reason"] = "PayloadMismatch"
+        return op
+
+
+def agree(chain, core, run: Pubkey, twin: Twin, generator: Generator, ops: int):
+    """Apply `ops` generated operations to the chain and to the host core: identical codes, events and
+    bytes after each. Returns (result codes, phases seen, successes, successful operations and events)."""
     host = bytearray(chain.run_bytes(run)[8:])
-    generator = Generator(seed=2, twin=twin, core=core)
     codes = set()
     states = set()
     successes = 0
     done: Counter[str] = Counter()  # successful operations, and the events they logged
-    for i in range(700):
+    for i in range(ops):
         state = chain.state(run)
         states.add(state["run_state"])
         op = generator.next(state, bytes(host))
@@ -546,14 +602,38 @@ def test_chain_and_host_agree_bit_for_bit(chain, core):
                 and round_["witnessed_mask"][op.args["index"] // 8] >> (op.args["index"] % 8) & 1
             ):
                 done["replaced"] += 1
+    return codes, states, successes, done
+
+
+def test_chain_and_host_agree_bit_for_bit(chain, core):
+    twin = Twin(chain, wallets=7)
+    run = _setup(chain, twin)
+    _play_an_epoch(chain, core, run, twin)
+    codes, states, successes, done = agree(
+        chain, core, run, twin, Generator(seed=2, twin=twin, core=core), 700
+    )
     assert sum(twin.claimed.values()) > 0, "no points were ever claimed"
     assert successes > 50 and len(codes) >= 5, (
         f"the generator exercised too little: {sorted(codes)}"
     )
     exercised = {"witness", "replaced", "vote_weights", "settle_points", "report_equivocation", "StepDecided",
-                 "ClientConvicted", "CheckpointUpdated", "report_check", "CheckFailed", "Equivocation",
-                 "FailedVerification"}  # fmt: skip
+                 "ClientConvicted", "CheckpointUpdated", "report_check", "CheckFailed", "Equivocation"}  # fmt: skip
     assert all(done[name] for name in exercised), (
         f"never exercised: {[n for n in exercised if not done[n]]}"
     )
     assert {"Warmup", "RoundTrain", "RoundWitness", "Cooldown"} <= states
+
+
+def test_chain_and_host_agree_through_disputes(chain, core):
+    twin = Twin(chain, wallets=7)
+    run = _setup(chain, twin)
+    _play_an_epoch(chain, core, run, twin)
+    _, _, _, done = agree(
+        chain, core, run, twin, DisputeGenerator(seed=SEED_DISPUTES, twin=twin, core=core), 700
+    )
+    # a refutation's FalseReport convictions: test_verification.py (this run's refutations found no replay claim)
+    exercised = {"report_check", "CheckFailed", "DisputeOpened", "DisputeReported", "DisputeClosed",
+                 "FailedVerification"}  # fmt: skip
+    assert all(done[name] for name in exercised), (
+        f"never exercised: {[n for n in exercised if not done[n]]}"
+    )

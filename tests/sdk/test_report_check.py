@@ -1,6 +1,7 @@
 """RunClient.report_check over real RPC: with verification_percent = 100 the epoch's first step is checked
 once the seed of its round + CHECK_SEED_LAG is revealed; the verifiers CoordinatorCore.check_plan names
-report, and the second of the two (three members: two verifiers) convicts the trainer."""
+report, and the second of the two (three members: two verifiers) opens a dispute; once its committee's seed
+is out, the committee (the same two) reports and convicts the trainer."""
 
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ async def test_verifiers_report_and_a_majority_convicts(workspace, helpers, core
     assert run_file.config.verification_percent == 100
     async with funded_run(workspace, core, run_file) as (rpc, client, members):
         run = await start_epoch(client, "checked", members)
-        for _ in range(
-            2
-        ):  # the round of height 2 reveals the seed of height 3: the first step's checks
+        # the round of height 3 reveals the seed of height 4: the first step's checks
+        for _ in range(3):
             await submit_witnesses(client, run, members)
             await client.start_pending_round(members[0], "checked")
             run = await client.fetch_run("checked")
@@ -54,6 +54,22 @@ async def test_verifiers_report_and_a_majority_convicts(workspace, helpers, core
 
         signature = await client.report_check(
             second, run.address, step, trainer, "StateNotDelivered"
+        )
+        events = core.idl.events_in_logs(
+            await rpc.transaction_logs(signature), workspace.program_id
+        )
+        assert [name for name, _ in events] == ["CheckFailed", "DisputeOpened"]
+        assert (await client.fetch_run("checked")).clients[trainer].state == "Healthy"
+        # the committee's seed: DISPUTE_SEED_LAG rounds after the one it opened in
+        for _ in range(2):
+            run = await client.fetch_run("checked")
+            await submit_witnesses(client, run, members)
+            await client.start_pending_round(members[0], "checked")
+        run = await client.fetch_run("checked")
+        assert core.dispute_committee(run.data[8:], step, trainer) == set(verifiers)
+        await client.report_check(first, "checked", step, trainer, "PayloadMismatch")
+        signature = await client.report_check(
+            second, "checked", step, trainer, CheckFailure.StateMismatch
         )
         events = core.idl.events_in_logs(
             await rpc.transaction_logs(signature), workspace.program_id

@@ -12,6 +12,13 @@ Payload modes (what the trainer sends instead of its honest result; header, sign
 Behaviour modes:
     censor      as a witness, leaves the lowest-indexed other trainer out of every results list it signs
     equivocate  signs and announces a second, different result for every step it trains
+    twin        signs two different valid results for every step it trains (its honest one and one with a
+                tile negated) and pushes each to a different half of its peers, behind fillers that fill
+                its gossip quota of the round
+    clone       announces another trainer's result of the step, bytes unchanged, as its own (its own batch in
+                the statement it signs); it announces nothing if it holds none in time
+    squat       trains honestly, and opens 1-byte requests at offset 0 for every other trainer's result as
+                soon as it is announced, one on each lane, and never reads them (held SQUAT_HOLD seconds)
 
 Nothing here ships with cohort: it patches the installed client in this process only, then runs the CLI."""
 
@@ -23,7 +30,14 @@ import sys
 import torch
 
 MODES = ("flip", "random", "lazy", "copy", "poison", "partial", "censor", "equivocate")
+# against the round itself (tests/integrity/test_round_adversaries.py), not the verifier: not among the
+# modes benchmarks/integrity/adversaries.py runs by default
+ROUND_MODES = ("twin", "clone", "squat")
 POISON_SEED = 1234  # the adversary's "own text": a fixed token string it implants
+CLONE_WAIT = 10.0  # seconds a clone waits for another trainer's result of its step
+# seconds a squatter holds its unread requests (the trainer's patience once was 10 s)
+SQUAT_HOLD = 10.0
+PUSH_TIMEOUT = 5.0
 
 
 def poison_tokens(vocab_size: int, length: int) -> torch.Tensor:
@@ -61,6 +75,18 @@ def _made_up(codec, step: int, batch, minimal: bool) -> bytes:
     return codec.encode(DistroResult(step, batch, tuple(tiles)))
 
 
+def _varied(codec, payload: bytes) -> bytes:
+    """Another valid result of the same step and batch: the first tile's values negated."""
+    from cohort.client.distro import DistroResult
+    from cohort.client.distro.compress import SparseTiles
+
+    result = codec.decode(payload).result
+    first, *rest = result.tiles
+    varied = codec.encode(DistroResult(result.step, result.batch, (SparseTiles(first.indices, -first.values), *rest),
+                                       result.state))  # fmt: skip
+    return varied if varied != payload else _negated(codec, payload)
+
+
 def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
     from cohort.client.distro import DistroResult
 
@@ -72,8 +98,9 @@ def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
 
 def install(mode: str) -> None:
     """Swap one behaviour of this process's client."""
-    if mode not in MODES:
-        raise SystemExit(f"COHORT_ADVERSARY must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode not in MODES + ROUND_MODES:
+        known = ", ".join(MODES + ROUND_MODES)
+        raise SystemExit(f"COHORT_ADVERSARY must be one of {known}, got {mode!r}")
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
     from cohort.client.runtime.replica import StepOutput
@@ -94,6 +121,10 @@ def install(mode: str) -> None:
                 return StepOutput(_rehead(self.codec, others[0], step, batch), 0.0, tokens, 1e-3)
         out = honest_train(self, step, start, end, abort)
         self._own = out.payload
+        if mode == "twin":
+            from cohort.client.distro.wire import commitment as commitment_of
+
+            TWINS[commitment_of(out.payload)] = _varied(self.codec, out.payload)
         if mode == "flip" or (mode == "partial" and step % 4 == 0):
             return StepOutput(_negated(self.codec, out.payload), out.loss, out.tokens, out.seconds)
         return out
@@ -163,6 +194,184 @@ def install(mode: str) -> None:
             )
 
         Exchange.publish = publish
+
+    if mode == "twin":
+        _install_twin()
+    if mode == "clone":
+        _install_clone()
+    if mode == "squat":
+        _install_squat()
+
+
+# our honest result's commitment -> its twin (written by the model thread)
+TWINS: dict[bytes, bytes] = {}
+
+
+def _install_twin() -> None:
+    """Publish each result and its twin, signed alike, to different halves of our peers, each behind as many
+    fillers (Ready messages) as fill our quota of announcements per round: each half holds one statement at
+    first, and only if a peer takes the other's statement past our quota do the two come together."""
+    import asyncio
+
+    from cohort.client.distro.wire import commitment as commitment_of
+    from cohort.client.p2p import Announcement
+    from cohort.client.p2p.gossip import PUSH_PROTOCOL, push_body
+    from cohort.client.p2p.transport import RemoteError, Status, TransportError
+    from cohort.client.runtime.exchange import OWN_COPIES, Exchange, own_patience
+    from cohort.client.runtime.messages import Ready, Result
+
+    honest_publish = Exchange.publish
+
+    async def push(self, peer, announcements) -> str | None:
+        """None once `peer` took the push (all of it, or what fit: its answer says what it refused)."""
+        body = push_body([a.encode() for a in announcements])
+        try:
+            async with asyncio.timeout(PUSH_TIMEOUT):
+                opened = self.node.transport.request(
+                    peer, PUSH_PROTOCOL, body, open_timeout=PUSH_TIMEOUT
+                )
+                async with opened as reply:
+                    while await reply.read():
+                        pass
+        except RemoteError as e:  # TOO_LARGE: past our quota (the fillers' last), it took what fit
+            return None if e.status == Status.TOO_LARGE else str(e)[:120]
+        except (TransportError, TimeoutError) as e:
+            return str(e)[:120] or "timed out"
+        return None
+
+    async def publish(self, step, batch, commitment, payload):
+        twin = TWINS.pop(commitment, None)
+        if twin is None or self.view is None:
+            return await honest_publish(self, step, batch, commitment, payload)
+        patience = own_patience(self.view.run.config.max_round_train_time)
+        gossip, key = self.node.gossip, self.node.transport.key
+        fillers = gossip.config.max_per_origin_round - 1
+        ready = Ready(self.view.run.progress.epoch).encode()
+        sets = []
+        for k, (c, data) in enumerate(((commitment, payload), (commitment_of(twin), twin))):
+            self.node.store.put_verified(c, data, step, own_copies=OWN_COPIES, patience=patience)
+            self._remember(c, step, batch)
+            signature = self.key.sign(self._statement(step, batch, c))
+            result = Result(step, *batch, c, len(data), signature).encode()
+            seq = 1000 + 1000 * k
+            filled = [
+                Announcement.create(key, gossip.topic, step, seq + i, ready) for i in range(fillers)
+            ]
+            sets.append(
+                [*filled, Announcement.create(key, gossip.topic, step, seq + fillers, result)]
+            )
+        peers = sorted(gossip.push_targets(), key=lambda p: p.node_id.key)
+        half = max(1, len(peers) // 2)
+        groups = (peers[:half], peers[half:])
+        pushes = [push(self, p, a) for a, group in zip(sets, groups, strict=True) for p in group]
+        failed = [e for e in await asyncio.gather(*pushes) if e is not None]
+        self.events.emit(
+            "twin_published",
+            step=step,
+            commitments=[commitment.hex()[:16], commitment_of(twin).hex()[:16]],
+            peers=[len(g) for g in groups],
+            pushed=len(pushes) - len(failed),
+            failed=failed,
+            fillers=fillers,
+        )
+
+    Exchange.publish = publish
+
+
+def _install_clone() -> None:
+    """Instead of our result, another trainer's of the same step, byte for byte, under our own batch."""
+    import asyncio
+
+    from cohort.client.runtime.exchange import Exchange
+    from cohort.client.runtime.messages import MessageError, Result, decode_message
+
+    def held_result(self, step, single: bool):
+        """(trainer, commitment, bytes) of another trainer's result of `step` that we hold; with `single`,
+        only of a trainer that stated one (an equivocator's result is refused already, copied or not)."""
+        me = self.node.transport.node_id
+        stated: dict[object, list[Result]] = {}
+        for announcement in self.node.gossip.received(step):
+            if announcement.origin == me:
+                continue
+            try:
+                message = decode_message(announcement.payload)
+            except MessageError:
+                continue
+            if isinstance(message, Result) and message.step == step:
+                stated.setdefault(announcement.origin, []).append(message)
+        for origin, results in stated.items():
+            data = self.node.store.get(results[0].commitment)
+            if data is not None and (len(results) == 1 or not single):
+                return self.by_node.get(origin.key), results[0].commitment, data
+        return None
+
+    async def publish(self, step, batch, commitment, payload):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while (
+            found := held_result(self, step, single=loop.time() < started + CLONE_WAIT / 2)
+        ) is None:
+            if loop.time() > started + CLONE_WAIT:
+                self.events.emit("clone_missed", step=step)
+                return
+            await asyncio.sleep(0.05)
+        original, copied, data = found
+        signature = self.key.sign(self._statement(step, batch, copied))
+        await self.node.announce(step, Result(step, *batch, copied, len(data), signature).encode())
+        self.events.emit("cloned", step=step, original=original, commitment=copied.hex()[:16])
+
+    Exchange.publish = publish
+
+
+def _install_squat() -> None:
+    """On every other trainer's result announced: one 1-byte request at offset 0 on each lane, left unread."""
+    import asyncio
+    from contextlib import AsyncExitStack
+
+    from cohort.client.p2p.blob_protocol import BLOB_PROTOCOL, part_request
+    from cohort.client.p2p.transport import MAX_LANES, TransportError
+    from cohort.client.runtime.exchange import Exchange
+    from cohort.client.runtime.messages import MessageError, Result, decode_message
+
+    honest_on_message = Exchange.on_message
+
+    async def squat(self, sender, result):
+        peer = self.members.get(sender)
+        if peer is None:
+            return
+        request = part_request(result.commitment, 0, 1)
+        refused = []
+        async with AsyncExitStack() as held:
+
+            async def ask(lane: int) -> bool:
+                try:
+                    opened = self.node.transport.request(
+                        peer, BLOB_PROTOCOL, request, open_timeout=PUSH_TIMEOUT, lane=lane
+                    )
+                    await held.enter_async_context(opened)
+                    return True
+                except TransportError as e:
+                    refused.append(str(e)[:80])
+                    return False
+
+            # all lanes at once: the first requests a trainer answers are the ones that count
+            granted = sum(await asyncio.gather(*(ask(lane) for lane in range(MAX_LANES))))
+            self.events.emit(
+                "squatted", step=result.step, trainer=sender, granted=granted, refused=refused
+            )
+            await asyncio.sleep(SQUAT_HOLD)  # never read: the replies wait in their streams
+
+    def on_message(self, announcement):
+        sender = self.by_node.get(announcement.origin.key)
+        try:
+            message = decode_message(announcement.payload)
+        except MessageError:
+            message = None
+        if isinstance(message, Result) and sender is not None and sender in self.members:
+            self._spawn(squat(self, sender, message))  # before our own fetch of it is even planned
+        honest_on_message(self, announcement)
+
+    Exchange.on_message = on_message
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cohort.client.runtime.local_run import LocalRun, TrainerProcess, failures
+from cohort.client.runtime.local_run import FAILURE_EVENTS, LocalRun, TrainerProcess
 from cohort.sdk.models import Run
 
 TESTS = str(Path(__file__).resolve().parents[1])
@@ -21,6 +21,17 @@ def adversary(mode: str) -> dict:
     }
 
 
+def honest_failures(trainer: TrainerProcess, refused: frozenset[int] = frozenset()) -> list[str]:
+    """What went wrong in an honest member (local_run.failures), less the refusals it owes to an adversary:
+    a `bad_result` for a result of a trainer in `refused` (its epoch index), whose copies it was right to
+    refuse. Anything else still counts, a refusal of anyone else's result or of a results list included."""
+    found = [f"{e['event']}: {e}" for e in trainer.events() if e["event"] in FAILURE_EVENTS
+             and not (e["event"] == "bad_result" and e.get("sender") in refused)]  # fmt: skip
+    if trainer.log_path.exists() and "Traceback" in trainer.log_path.read_text(errors="replace"):
+        found.append("traceback in " + trainer.log_path.name)
+    return found
+
+
 async def conviction(lr: LocalRun, member: TrainerProcess, timeout: float, what: str) -> Run:
     """The run once `member` is convicted on chain."""
     key = member.wallet.pubkey()
@@ -30,16 +41,17 @@ async def conviction(lr: LocalRun, member: TrainerProcess, timeout: float, what:
 
 
 async def honest_epoch(lr: LocalRun, honest: list[TrainerProcess], cheats: list[TrainerProcess], epoch: int,
-                       timeout: float) -> Run:  # fmt: skip
+                       timeout: float, refused: frozenset[int] = frozenset()) -> Run:  # fmt: skip
     """Wait for `epoch` to end, then check that the honest members came through it unharmed: alive, no
-    failure, none left, their replicas identical at its end, each earned points; the cheats earned none.
-    Returns the run after the epoch."""
+    failure (but refusing the results of the trainers in `refused`), none left, their replicas identical at
+    its end, each earned points; the cheats earned none. Returns the run after the epoch."""
     end = await lr.wait_for(
         lambda r: r.progress.epoch >= epoch + 1, timeout, f"the end of epoch {epoch}"
     )
     await lr.wait_for_events("epoch_end", 1, 30, trainers=honest, epoch=epoch)
     assert all(t.alive for t in honest)
-    assert not [f for t in honest for f in failures(t)], [f for t in honest for f in failures(t)]
+    failed = [f for t in honest for f in honest_failures(t, refused)]
+    assert not failed, failed
     assert not [e for t in honest for e in t.events("left_epoch")]
     ends = {e["digest"] for t in honest for e in t.events("epoch_end") if e["epoch"] == epoch}
     assert len(ends) == 1, ends

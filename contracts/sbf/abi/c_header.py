@@ -48,7 +48,9 @@ def abi_header(schema: Schema, generated_by: str) -> str:
         "",
     ]
     for name, value in schema.constants.items():
-        lines.append(f"#define {prefix}_{name} {value}")
+        # a u64 above INT64_MAX (a discriminator) must be an unsigned literal in C
+        literal = f"0x{value:016x}ULL" if value > 2**63 - 1 else str(value)
+        lines.append(f"#define {prefix}_{name} {literal}")
     lines.append("")
     for enum in schema.enums:
         lines.append(f"/* {enum.name}{': ' + enum.doc if enum.doc else ''} */")

@@ -538,8 +538,10 @@ class RunClient:
     async def report_check(self, user: Keypair, run: str | Pubkey, step: int, trainer: int,
                            reason: CheckFailure | str, payer: Keypair | None = None) -> Any:  # fmt: skip
         """As one of the verifiers the chain drew for trainer `trainer`'s (epoch index) result of `step`
-        (`CoordinatorCore.check_plan`), report that the check failed, and why. A strict majority of the
-        check's verifiers convicts the trainer (FailedVerification)."""
+        (`CoordinatorCore.check_plan`), report that the check failed, and why; a strict majority of the
+        check's verifiers opens a dispute. As a member of that dispute's committee
+        (`CoordinatorCore.dispute_committee`), report Passed or the failure the same check found: a strict
+        majority of the committee convicts the trainer (FailedVerification) or refutes the check."""
         accounts = abi.ReportCheckAccounts(user=user.pubkey(), run=await self.resolve(run))
         args = abi.ReportCheckArgs(step=step, trainer=trainer, reason=str(CheckFailure(reason)))
         return await self._send(
@@ -718,6 +720,11 @@ class _Follower:
         rounds = (RunState.RoundTrain, RunState.RoundWitness)
         if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
                 or state.progress.epoch != full.progress.epoch):  # fmt: skip
+            return await self._read_full()
+        # a dispute's committee is drawn from a seed (and its members then) kept outside the prefix: read
+        # the rest once a seed a dispute waits for was revealed after the last full read
+        newest = state.progress.step + 1  # the next round's seed is out
+        if any(full.progress.step + 1 < seed_step <= newest for _, _, seed_step in full.disputes):
             return await self._read_full()
         return state
 

@@ -103,6 +103,13 @@ class CoordinatorCore:
         self.lib.coord_check_plan.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint16,
                                               ctypes.c_void_p]  # fmt: skip
         self.lib.coord_check_seed.restype = ctypes.c_uint64
+        self.lib.coord_dispute_committee.restype = ctypes.c_uint64
+        self.lib.coord_dispute_committee.argtypes = [
+            ctypes.c_char_p,
+            ctypes.c_uint32,
+            ctypes.c_uint16,
+            ctypes.c_void_p,
+        ]
         self.lib.coord_check_seed.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p]
         for name in ("coord_check_config", "coord_check_model", "coord_check_model_fits_config",
                      "coord_check_progress", "coord_check_metadata"):  # fmt: skip
@@ -239,6 +246,14 @@ class CoordinatorCore:
         out = (ctypes.c_uint16 * self.idl.constants["MAX_VERIFIERS"])()
         n = self.lib.coord_check_plan(bytes(run), step, ctypes.c_uint64(seed), trainer, out)
         return tuple(out[:n])
+
+    def dispute_committee(self, run: bytes, step: int, trainer: int) -> frozenset[int]:
+        """The committee (epoch indices) of the open dispute of trainer `trainer`'s result of `step`, or an
+        empty set: no such dispute is open, or the seed that draws its committee is not revealed yet."""
+        out = (ctypes.c_uint8 * 32)()
+        if not self.lib.coord_dispute_committee(bytes(run), step, trainer, out):
+            return frozenset()
+        return frozenset(i for i in range(256) if out[i // 8] >> (i % 8) & 1)
 
     def witness_seat(self, run: bytes, index: int) -> int | None:
         """Epoch client `index`'s seat (its witness position) in the current round, or None: seats are

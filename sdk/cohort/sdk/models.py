@@ -42,13 +42,15 @@ class CheckFailure(enum.StrEnum):
         "StateNotDelivered"  # the trainer did not deliver the states the check needs
     )
     ResultNotDelivered = "ResultNotDelivered"  # ... or its result
+    Passed = "Passed"  # the replay held up: only a dispute's committee reports it
 
 
 class ConvictionReason(enum.StrEnum):
     Equivocation = "Equivocation"  # two signed results of one step with different commitments
-    FailedVerification = (
-        "FailedVerification"  # a strict majority of a check's verifiers reported it failed
+    FailedVerification = (  # a strict majority of a check's verifiers, then of its dispute's committee
+        "FailedVerification"
     )
+    FalseReport = "FalseReport"  # it claimed a replay mismatch that a dispute's committee refuted
 
 
 # -- configuration (what the authority sets) ------------------------------------------------------------
@@ -261,8 +263,11 @@ class Run:
     # first; outside the hot prefix (a Run read from its hot prefix alone lists what the last full read did)
     check_seeds: tuple[tuple[int, int], ...] = ()
     check_seed_lag: int = (
-        3  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
+        4  # CHECK_SEED_LAG: the checks of step s are drawn by the seed of round s + this
     )
+    # (step, trainer, seed_step) of the disputes the chain holds (CoordinatorCore.dispute_committee tells
+    # whether one is open and who replays it); outside the hot prefix, like check_seeds
+    disputes: tuple[tuple[int, int, int], ...] = ()
     # (attested step, its decided root or None: its round ended undecided) of the epoch's last rounds, kept past
     # the round ring (DECISION_WINDOW of them, in the hot prefix), oldest first
     decisions: tuple[tuple[int, bytes | None], ...] = ()
@@ -360,6 +365,9 @@ class Run:
         check_seeds = tuple(sorted(
             (e["step"] - lag, e["seed"]) for e in raw["check_seeds"] if e["step"] - lag >= epoch["start_step"]
         )) if raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") else ()  # fmt: skip
+        disputes = tuple(sorted(
+            (d["step"], d["trainer"], d["seed_step"]) for d in raw.get("disputes", ()) if d["step"]
+        )) if raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") else ()  # fmt: skip
         decisions = tuple(sorted(
             (e["step"], bytes(e["root"]) if e["outcome"] == 1 else None)
             for e in epoch.get("decisions", ()) if e["outcome"] in (1, 2) and e["step"] >= epoch["start_step"]
@@ -398,6 +406,7 @@ class Run:
             cold_start_epoch=epoch["cold_start_epoch"],
             check_seeds=check_seeds,
             check_seed_lag=lag,
+            disputes=disputes,
             decisions=decisions,
         )
 
@@ -408,7 +417,7 @@ class Run:
 @dataclass(frozen=True)
 class CheckFailed:
     """A verifier's report that its check of (step, trainer) failed; a strict majority of the check's
-    verifiers convicts the trainer (a ClientConvicted event with reason FailedVerification follows)."""
+    verifiers opens a dispute (DisputeOpened), whose committee convicts the trainer or refutes the check."""
 
     run: Pubkey
     verifier: Pubkey  # its wallet

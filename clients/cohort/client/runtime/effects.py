@@ -64,7 +64,9 @@ if TYPE_CHECKING:
 
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
-KEPT_FOR_CHECKS = 6  # steps of results and our own states kept for the verifiers the seed may draw
+# steps of results and our own states kept for the verifiers the seed may draw and the committee of a dispute
+# a failed check opens (its seed is out by the round of s + 6 or so: CHECK_SEED_LAG 4, DISPUTE_SEED_LAG 3)
+KEPT_FOR_CHECKS = 10
 GOSSIP_TROUBLE = (
     "rejected",
     "stale",
@@ -516,7 +518,17 @@ class Effects:
         trainer = await c.trainer_ready
 
         def done(passed: bool, reason: str, failure: str = "") -> None:
-            c.post(Checked(action.epoch, action.step, action.trainer, passed, reason, failure))
+            c.post(
+                Checked(
+                    action.epoch,
+                    action.step,
+                    action.trainer,
+                    passed,
+                    reason,
+                    failure,
+                    action.dispute,
+                )
+            )
 
         published, previous = c.node.store.get(action.commitment), c.node.store.get(action.previous)
         if published is None or previous is None or not trainer.can_verify(action.step):

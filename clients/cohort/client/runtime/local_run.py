@@ -222,6 +222,19 @@ class LocalRun:
         self.port = NODE_PORT if self.placement is not None else free_port_pair()
         self.ledger = self.root / "ledger"
         self.start_localnet()
+        try:
+            await self._deploy()
+        except BaseException:  # a start that fails stops what it started: the localnet is up by now
+            if (rpc := getattr(self, "rpc", None)) is not None:
+                await rpc.close()
+            self.stop_localnet()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+            raise
+        return self
+
+    async def _deploy(self) -> None:
+        """The localnet answering, the coordinator built and deployed over its RPC, and a client of it."""
         self.core = CoordinatorCore()
         self.rpc = Rpc(self.http_url, idl=self.core.idl)
         await self._wait_for_rpc()
@@ -236,7 +249,6 @@ class LocalRun:
         self.log(f"coordinator {self.program_id} deployed over RPC ({result.elf_size:,} bytes, "
                  f"{result.seconds:.1f} s)")  # fmt: skip
         self.client = RunClient(self.rpc, self.program_id, ws_url=self.ws_url, idl=self.core.idl)
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.to_thread(

@@ -47,7 +47,9 @@ REFUSALS = {
     "RunFull": ExitCode.RUN_FULL, "RegistryFull": ExitCode.RUN_FULL,
 }  # fmt: skip
 SPEED_WINDOW = 16  # trained steps whose median tokens/s a join declares
-CHECKED_STEPS = 8  # applied steps whose lists we keep for the checks their seeds may give us
+# applied steps whose lists we keep for the checks their seeds may give us, and for the disputes those checks
+# may open (the chain keeps a dispute of step s open until the round of s + DISPUTE_HORIZON, 14)
+CHECKED_STEPS = 16
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ class Checked:
     passed: bool
     reason: str  # one line
     failure: str = ""  # the CheckFailure name a failed check reports ("" when it could not be run)
+    dispute: bool = False  # a dispute's replay: its verdict is reported either way
 
 
 @dataclass(frozen=True)
@@ -355,6 +358,8 @@ class Check:
     commitment: bytes
     previous: bytes
     seed: int  # the chain's check seed of `step`: it also draws the bands the check compares
+    # we are on the committee of the dispute a failed check opened: the same replay
+    dispute: bool = False
 
 
 @dataclass(frozen=True)
@@ -496,6 +501,11 @@ class ClientMachine:
             int, tuple[tuple[int, bytes], ...]
         ] = {}  # step -> the entries we applied
         self.checks_planned: set[int] = set()  # steps whose checks we looked up
+        # (step, trainer) of the disputes whose committee we read
+        self.disputes_planned: set[tuple[int, int]] = set()
+        # step -> the results we held (trainer -> commitment) of a step whose round ended undecided: the
+        # state a trainer committed in it is what a check of its next step replays from
+        self.undecided_held: dict[int, dict[int, bytes]] = {}
         self.unreported: dict[
             tuple[int, int], str
         ] = {}  # (step, trainer) -> failure, until a report lands
@@ -724,7 +734,7 @@ class ClientMachine:
             self.join_sent_for = None  # try again
         if event.kind == "witness":
             self.witnessed.pop(event.key, None)  # nothing was recorded: may submit again
-        if event.kind == "report_check" and event.error != "rpc":
+        if event.kind == "report_check" and event.error not in ("rpc", "DisputesFull"):
             self.unreported.pop(
                 divmod(event.key, 1 << 16), None
             )  # refused: sending it again changes nothing
@@ -988,6 +998,10 @@ class ClientMachine:
             if decided is None:
                 return out
             if decided.root is None:  # nothing to apply, the same on every replica
+                book = self.books.get(step)
+                self.undecided_held[step] = dict(book.held) if book is not None else {}
+                for old in sorted(self.undecided_held)[:-CHECKED_STEPS]:
+                    del self.undecided_held[old]
                 self.applied = step
                 self.digests[step] = self.digests.get(step - 1, 0)
                 out.append(Emit("applied", {"step": step, "results": 0, "decided": False}))
@@ -1056,7 +1070,7 @@ class ClientMachine:
             if step in self.checks_planned or seed is None:
                 continue
             self.checks_planned.add(step)
-            previous = dict(self.applied_lists.get(step - 1, ()))
+            previous = self._committed_before(step)
             for trainer, commitment in self.applied_lists[step]:
                 if trainer == self.index or trainer not in previous:
                     continue  # its first step of the epoch: its earlier state was never committed to us
@@ -1064,13 +1078,61 @@ class ClientMachine:
                     out.append(
                         Check(self.epoch, step, trainer, commitment, previous[trainer], seed)
                     )
+        return out + self._dispute_checks()
+
+    def _committed_before(self, step: int) -> dict[int, bytes]:
+        """trainer -> its result of step - 1 we hold: the decided one, or, when that step's round ended
+        undecided, the one we held then (its committed state is still what its step `step` started from)."""
+        if step - 1 in self.applied_lists:
+            return dict(self.applied_lists[step - 1])
+        return dict(self.undecided_held.get(step - 1, {}))
+
+    def _dispute_checks(self) -> list[Action]:
+        """A failed check opened a dispute: once the seed that draws its committee is out, a member of the
+        committee runs the same check (same step, same states, same sampled bands: the check's seed) and
+        reports its verdict, Passed included."""
+        view = self.view
+        assert view is not None and self.epoch is not None
+        out: list[Action] = []
+        for step, trainer, _ in view.run.disputes:
+            if (step, trainer) in self.disputes_planned or trainer == self.index:
+                continue
+            committee = self.core.dispute_committee(view.run.data[8:], step, trainer)
+            if not committee:
+                continue  # closed, or its committee's seed is not out yet
+            self.disputes_planned.add((step, trainer))
+            if self.index not in committee:
+                continue
+            entries, previous = dict(self.applied_lists.get(step, ())), self._committed_before(step)
+            seed = view.run.check_seed(step)
+            if trainer not in entries or trainer not in previous or seed is None:
+                out.append(Emit("check_skipped", {"step": step, "trainer": trainer, "dispute": True,
+                                                  "reason": "we no longer hold its results"}))  # fmt: skip
+                continue
+            out.append(
+                Check(
+                    self.epoch,
+                    step,
+                    trainer,
+                    entries[trainer],
+                    previous[trainer],
+                    seed,
+                    dispute=True,
+                )
+            )
         return out
 
     def _on_checked(self, event: Checked) -> list[Action]:
         if event.epoch != self.epoch:
             return []
         fields = {"step": event.step, "trainer": event.trainer, "reason": event.reason[:200]}
+        if event.dispute:
+            fields["dispute"] = True
         if event.passed:
+            if (
+                event.dispute
+            ):  # a dispute's committee reports Passed too: a majority of it refutes the check
+                self.unreported[(event.step, event.trainer)] = "Passed"
             return [Emit("checked", fields)]
         if not event.failure:  # we could not run it (we lack the weights): no evidence either way
             return [Emit("check_skipped", fields)]
@@ -1200,13 +1262,17 @@ class ClientMachine:
     def _attestable(self, step: int) -> dict[int, bytes]:
         """The results of `step` a witness vouches for: held, checked, of trainers given that batch, never one
         commitment twice (then neither: a list holds each result once, and which trainer is its author
-        cannot be told apart, so no order of arrival decides it)."""
+        cannot be told apart, so no order of arrival decides it), never a convicted trainer's (a seat that
+        held one statement of a twin when another member's report convicted it never gets the second: gossip
+        from a member no longer healthy is dropped; it leaves the twin out as the seats that saw both do)."""
         book = self.books.get(step)
         if book is None:
             return {}
         counts = Counter(book.held.values())
-        return {i: c for i, c in book.held.items()
-                if i not in book.equivocated and (i, c) not in book.bad and counts[c] == 1}  # fmt: skip
+        clients = self.view.run.clients if self.view is not None else ()
+        convicted = {c.index for c in clients if c.state == "Convicted"}
+        return {i: c for i, c in book.held.items() if i not in book.equivocated and i not in convicted
+                and (i, c) not in book.bad and counts[c] == 1}  # fmt: skip
 
     def _witness(self, now: float) -> list[Action]:
         """A seat submits its record of the previous step's results: once all expected are in hand, or a
@@ -1404,6 +1470,8 @@ class ClientMachine:
         self.drift_checked.clear()
         self.applied_lists.clear()
         self.checks_planned.clear()
+        self.disputes_planned.clear()
+        self.undecided_held.clear()
         self.unreported.clear()
         self.ready.clear()
         self.ready_at = 0.0

@@ -100,10 +100,12 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
     )
 
 
-# steps whose starting weights a verifier keeps until their check seeds are out: step s's seed comes with
-# round s + 2 (CHECK_SEED_LAG 3, seeds one round ahead), by when steps up to s + 1 + pipeline_depth (<= 4)
-# may be trained; one more for a check that waits a round in the worker's queue
-KEPT_SNAPSHOTS = 7
+# steps whose starting weights a verifier keeps until their checks and disputes can be replayed: step s's
+# check seed comes with round s + 3 (CHECK_SEED_LAG 4, seeds one round ahead), a dispute its checkers open
+# then has its committee's seed with round s + 6 (DISPUTE_SEED_LAG 3 after the round it opened in), by when
+# steps up to s + 5 + pipeline_depth (<= 4) may be trained; one more for a replay that waits a round in the
+# worker's queue. A dispute replayed later than that is skipped by its committee and lapses.
+KEPT_SNAPSHOTS = 11
 # our own committed states stay on disk for the blob store to serve and collect (it keeps fewer); past this
 # many steps the replica removes any it still finds
 KEPT_STATES = 16

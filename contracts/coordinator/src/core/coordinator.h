@@ -58,7 +58,8 @@ uint64_t coord_convict(Run *run, const CoordEnv *env, Conviction *conviction);
 
 /* ---- verification of honest work (verification.c) */
 /* A verifier of (step, trainer) reports that its check failed; a strict majority of the check's verifiers
-   convicts the trainer (FailedVerification). */
+   opens a dispute, whose committee reports Passed or a failure: a strict majority of it convicts the trainer
+   (FailedVerification) or refutes the reporters (a refuted replay-mismatch claim convicts: FalseReport). */
 uint64_t coord_report_check(Run *run, const CoordEnv *env, const SolPubkey *signer, const ReportCheckArgs *args);
 
 /* ---- validation (also used before sending); *why names the rule that failed */
@@ -97,10 +98,15 @@ uint64_t coord_assignment(const Run *run, const Round *round, uint64_t starts[CO
    be: the epoch ends first); ERR_CHECK_EXPIRED when it left the window or `step` is of an earlier epoch. */
 uint64_t coord_check_seed(const Run *run, uint32_t step, uint64_t *seed);
 /* Whether `seed` draws trainer `trainer`'s result of `step` for a check (verification_percent of them), and
-   its verifiers: min(MAX_VERIFIERS, clients_len - 1) distinct epoch indices other than the trainer, in
-   order. Returns their number, 0 when the step is not checked. */
+   its verifiers: min(MAX_VERIFIERS, pool) distinct epoch indices of the pool (the members healthy when the
+   seed was revealed, but the trainer; every member for a seed not kept), in order. Returns their number, 0
+   when the step is not checked (or the pool holds fewer than two). */
 uint64_t coord_check_plan(const Run *run, uint32_t step, uint64_t seed, uint16_t trainer,
                           uint16_t verifiers[COORD_MAX_VERIFIERS]);
+/* The committee of the open dispute of (step, trainer) as a bitmap of epoch indices; returns its size, 0 when
+   no such dispute is open or its seed is not revealed yet. */
+uint64_t coord_dispute_committee(const Run *run, uint32_t step, uint16_t trainer,
+                                 uint8_t committee[COORD_PARTICIPANT_BITMAP_LEN]);
 /* Bits of a 256-bit client bitmap. */
 static inline bool coord_bit(const uint8_t *bitmap, uint64_t i) { return (bitmap[i / 8] >> (i % 8)) & 1; }
 static inline void coord_set_bit(uint8_t *bitmap, uint64_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 7
+#define COORD_VERSION 8
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -20,8 +20,12 @@
 #define COORD_ENDPOINT_LEN 160
 #define COORD_DISSENT_LIMIT 3
 #define COORD_MEDIAN_SHARE 4
-#define COORD_CHECK_SEED_LAG 3
+#define COORD_CHECK_SEED_LAG 4
 #define COORD_MAX_VERIFIERS 3
+#define COORD_DISPUTE_VERIFIERS 128
+#define COORD_DISPUTE_SEED_LAG 3
+#define COORD_MAX_DISPUTES 4
+#define COORD_DISPUTE_HORIZON 14
 #define COORD_CHECK_WINDOW 32
 #define COORD_CHECK_SLOTS 16
 #define COORD_DECISION_WINDOW 8
@@ -44,10 +48,11 @@
 #define CLIENT_STATE_CONVICTED 3
 #define CLIENT_STATE_COUNT 4
 
-/* ConvictionReason: Equivocation: two signed results with different commitments for one step. FailedVerification: a strict majority of a check's verifiers reported that its replay of the step failed (report_check). */
+/* ConvictionReason: Equivocation: two signed results with different commitments for one step. FailedVerification: a strict majority of a check's verifiers reported that its replay of the step failed, and then a strict majority of the dispute's committee (report_check). FalseReport: it reported a replay mismatch that a strict majority of the dispute's committee refuted. */
 #define CONVICTION_REASON_EQUIVOCATION 0
 #define CONVICTION_REASON_FAILED_VERIFICATION 1
-#define CONVICTION_REASON_COUNT 2
+#define CONVICTION_REASON_FALSE_REPORT 2
+#define CONVICTION_REASON_COUNT 3
 
 /* CheckpointKind: Where joiners get the model: a Hugging Face repo (Hub), a GCS bucket (Gcs), or peers (P2P*, with the repo as fallback when no peer is left). */
 #define CHECKPOINT_KIND_DUMMY 0
@@ -80,13 +85,20 @@
 #define JOIN_POLICY_AUTHORIZED 1
 #define JOIN_POLICY_COUNT 2
 
-/* CheckFailure: Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step (StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or its result (ResultNotDelivered). */
+/* CheckFailure: Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step (StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or its result (ResultNotDelivered). Passed: the replay held up (only a dispute's committee reports it). */
 #define CHECK_FAILURE_UNSPECIFIED 0
 #define CHECK_FAILURE_PAYLOAD_MISMATCH 1
 #define CHECK_FAILURE_STATE_MISMATCH 2
 #define CHECK_FAILURE_STATE_NOT_DELIVERED 3
 #define CHECK_FAILURE_RESULT_NOT_DELIVERED 4
-#define CHECK_FAILURE_COUNT 5
+#define CHECK_FAILURE_PASSED 5
+#define CHECK_FAILURE_COUNT 6
+
+/* DisputeOutcome: Convicted: a strict majority of the committee confirmed the failure. Refuted: a strict majority found the step honest (reporters of a replay mismatch are convicted: FalseReport). Lapsed: no majority in time. */
+#define DISPUTE_OUTCOME_CONVICTED 0
+#define DISPUTE_OUTCOME_REFUTED 1
+#define DISPUTE_OUTCOME_LAPSED 2
+#define DISPUTE_OUTCOME_COUNT 3
 
 typedef struct {
   uint8_t kind; /* CheckpointKind */
@@ -306,24 +318,49 @@ typedef struct {
   uint32_t step;
   uint32_t _pad;
   uint64_t seed;
+  uint8_t healthy[COORD_PARTICIPANT_BITMAP_LEN];
 } CheckSeed;
-SOL_STATIC_ASSERT(sizeof(CheckSeed) == 16, "CheckSeed layout");
+SOL_STATIC_ASSERT(sizeof(CheckSeed) == 48, "CheckSeed layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, step) == 0, "CheckSeed.step");
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, _pad) == 4, "CheckSeed._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, seed) == 8, "CheckSeed.seed");
+SOL_STATIC_ASSERT(__builtin_offsetof(CheckSeed, healthy) == 16, "CheckSeed.healthy");
 
-/* The failure reports of one check until a strict majority of its verifiers convicts the trainer. */
+/* The failure reports of one check until a strict majority of its verifiers opens a dispute. */
 typedef struct {
   uint32_t step;
   uint16_t trainer;
   uint8_t reporters;
   uint8_t opener;
+  uint8_t replay;
+  uint8_t _pad[3];
 } FailedCheck;
-SOL_STATIC_ASSERT(sizeof(FailedCheck) == 8, "FailedCheck layout");
+SOL_STATIC_ASSERT(sizeof(FailedCheck) == 12, "FailedCheck layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, step) == 0, "FailedCheck.step");
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, trainer) == 4, "FailedCheck.trainer");
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, reporters) == 6, "FailedCheck.reporters");
 SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, opener) == 7, "FailedCheck.opener");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, replay) == 8, "FailedCheck.replay");
+SOL_STATIC_ASSERT(__builtin_offsetof(FailedCheck, _pad) == 9, "FailedCheck._pad");
+
+/* A check a strict majority of its verifiers failed, replayed by a larger committee drawn from a seed fixed after it opened; a strict majority of the committee convicts the trainer or refutes the reporters. */
+typedef struct {
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reporters;
+  uint8_t replay;
+  uint32_t seed_step;
+  uint8_t fails[COORD_PARTICIPANT_BITMAP_LEN];
+  uint8_t passes[COORD_PARTICIPANT_BITMAP_LEN];
+} Dispute;
+SOL_STATIC_ASSERT(sizeof(Dispute) == 76, "Dispute layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, step) == 0, "Dispute.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, trainer) == 4, "Dispute.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, reporters) == 6, "Dispute.reporters");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, replay) == 7, "Dispute.replay");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, seed_step) == 8, "Dispute.seed_step");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, fails) == 12, "Dispute.fails");
+SOL_STATIC_ASSERT(__builtin_offsetof(Dispute, passes) == 44, "Dispute.passes");
 
 /* What the round that attested `step` decided, kept once the round ended. */
 typedef struct {
@@ -448,8 +485,9 @@ typedef struct {
   uint64_t next_active;
   CheckSeed check_seeds[COORD_CHECK_WINDOW];
   FailedCheck failed_checks[COORD_CHECK_SLOTS];
+  Dispute disputes[COORD_MAX_DISPUTES];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 63464, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 64856, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -478,7 +516,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62808, "Run.registry_
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62812, "Run._pad2");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62816, "Run.next_active");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62824, "Run.check_seeds");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 63336, "Run.failed_checks");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 64360, "Run.failed_checks");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, disputes) == 64552, "Run.disputes");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {
@@ -842,6 +881,64 @@ SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, trainer) == 68, "CheckFailed.t
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reason) == 70, "CheckFailed.reason");
 SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reports) == 71, "CheckFailed.reports");
 
+typedef struct {
+  SolPubkey run;
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reporters;
+  uint8_t _pad;
+  uint32_t seed_step;
+} DisputeOpened;
+SOL_STATIC_ASSERT(sizeof(DisputeOpened) == 44, "DisputeOpened layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, run) == 0, "DisputeOpened.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, step) == 32, "DisputeOpened.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, trainer) == 36, "DisputeOpened.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, reporters) == 38, "DisputeOpened.reporters");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, _pad) == 39, "DisputeOpened._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeOpened, seed_step) == 40, "DisputeOpened.seed_step");
+
+typedef struct {
+  SolPubkey run;
+  SolPubkey verifier;
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t reason; /* CheckFailure */
+  uint8_t _pad;
+  uint16_t fails;
+  uint16_t passes;
+  uint16_t committee;
+  uint16_t _pad2;
+} DisputeReported;
+SOL_STATIC_ASSERT(sizeof(DisputeReported) == 80, "DisputeReported layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, run) == 0, "DisputeReported.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, verifier) == 32, "DisputeReported.verifier");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, step) == 64, "DisputeReported.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, trainer) == 68, "DisputeReported.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, reason) == 70, "DisputeReported.reason");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, _pad) == 71, "DisputeReported._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, fails) == 72, "DisputeReported.fails");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, passes) == 74, "DisputeReported.passes");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, committee) == 76, "DisputeReported.committee");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeReported, _pad2) == 78, "DisputeReported._pad2");
+
+typedef struct {
+  SolPubkey run;
+  uint32_t step;
+  uint16_t trainer;
+  uint8_t outcome; /* DisputeOutcome */
+  uint8_t _pad;
+  uint16_t fails;
+  uint16_t passes;
+} DisputeClosed;
+SOL_STATIC_ASSERT(sizeof(DisputeClosed) == 44, "DisputeClosed layout");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, run) == 0, "DisputeClosed.run");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, step) == 32, "DisputeClosed.step");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, trainer) == 36, "DisputeClosed.trainer");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, outcome) == 38, "DisputeClosed.outcome");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, _pad) == 39, "DisputeClosed._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, fails) == 40, "DisputeClosed.fails");
+SOL_STATIC_ASSERT(__builtin_offsetof(DisputeClosed, passes) == 42, "DisputeClosed.passes");
+
 /* discriminators: the first 8 bytes, as a little-endian u64 */
 #define IX_INITIALIZE_RUN 0x61dce5ae416a6b29ULL
 #define IX_UPDATE_METADATA 0xbae14e61ef2bb6aaULL
@@ -882,6 +979,9 @@ SOL_STATIC_ASSERT(__builtin_offsetof(CheckFailed, reports) == 71, "CheckFailed.r
 #define EVENT_RUN_UPDATED 0x20026768ca7a6745ULL
 #define EVENT_POINTS_CLAIMED 0x22dc3aaaea37fb9fULL
 #define EVENT_CHECK_FAILED 0x3eb70d52aab24099ULL
+#define EVENT_DISPUTE_OPENED 0xd60155c1eb66deefULL
+#define EVENT_DISPUTE_REPORTED 0xf5a1cbaed96e598aULL
+#define EVENT_DISPUTE_CLOSED 0xad0de04e239d2eabULL
 
 /* well-known addresses */
 static const SolPubkey COORD_SLOT_HASHES_ID = {{0x06, 0xa7, 0xd5, 0x17, 0x19, 0x2f, 0x0a, 0xaf, 0xc6, 0xf2, 0x65, 0xe3, 0xfb, 0x77, 0xcc, 0x7a, 0xda, 0x82, 0xc5, 0x29, 0xd0, 0xbe, 0x3b, 0x13, 0x6e, 0x2d, 0x00, 0x55, 0x20, 0x00, 0x00, 0x00}}; /* SysvarS1otHashes111111111111111111111111111 */
@@ -950,3 +1050,5 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_CHECK_EXPIRED 6054
 #define ERR_DUPLICATE_REPORT 6055
 #define ERR_INVALID_REASON 6056
+#define ERR_DISPUTES_FULL 6057
+#define ERR_DISPUTE_PENDING 6058

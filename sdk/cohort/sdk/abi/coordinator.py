@@ -18,7 +18,7 @@ from cohort.sdk.abi import encoding as _e
 
 PROGRAM = "coordinator"
 
-VERSION = 7
+VERSION = 8
 MAX_CLIENTS = 256
 MAX_WITNESSES = 32
 NUM_ROUNDS = 4
@@ -36,8 +36,12 @@ PARTICIPANT_BITMAP_LEN = 32
 ENDPOINT_LEN = 160
 DISSENT_LIMIT = 3
 MEDIAN_SHARE = 4
-CHECK_SEED_LAG = 3
+CHECK_SEED_LAG = 4
 MAX_VERIFIERS = 3
+DISPUTE_VERIFIERS = 128
+DISPUTE_SEED_LAG = 3
+MAX_DISPUTES = 4
+DISPUTE_HORIZON = 14
 CHECK_WINDOW = 32
 CHECK_SLOTS = 16
 DECISION_WINDOW = 8
@@ -83,13 +87,14 @@ class JoinPolicy(IntEnum):
 
 
 class CheckFailure(IntEnum):
-    """Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step (StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or its result (ResultNotDelivered)."""
+    """Why a verifier found a checked step dishonest (Unspecified is never a valid report): its replay disagrees with the published payload (PayloadMismatch) or with the optimizer state after the step (StateMismatch), or the trainer did not deliver the states the check needs (StateNotDelivered) or its result (ResultNotDelivered). Passed: the replay held up (only a dispute's committee reports it)."""
 
     Unspecified = 0
     PayloadMismatch = 1
     StateMismatch = 2
     StateNotDelivered = 3
     ResultNotDelivered = 4
+    Passed = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1137,7 +1142,7 @@ REPORT_CHECK_DISCRIMINATOR = bytes.fromhex("a2583bfffc42b6c3")
 
 
 def report_check(program_id: Pubkey, accounts: ReportCheckAccounts, args: ReportCheckArgs) -> Instruction:
-    """One of the verifiers the seed drew for (step, trainer) reports that the check failed; once a strict majority of them did, the trainer is convicted (FailedVerification)."""
+    """One of the verifiers the seed drew for (step, trainer) reports that the check failed; once a strict majority of them did, a dispute opens: a larger committee drawn from a later seed replays the step and reports Passed or a failure; a strict majority of it convicts the trainer (FailedVerification) or refutes the reporters (those that claimed a replay mismatch are convicted: FalseReport)."""
     return Instruction(program_id, REPORT_CHECK_DISCRIMINATOR + args.encode(), accounts.metas())
 
 

@@ -1,0 +1,244 @@
+"""Stakes that cheating loses: a run names the treasury's joiner PDA as its join authority (Authorized join
+policy), so only wallets that staked can join; a conviction by the coordinator (here: equivocation) lets
+anyone slash the stake into the reward pool; an honest member that left withdraws its stake after the
+unstake delay. Tokens and lamports are conserved."""
+
+from __future__ import annotations
+
+import hashlib
+
+from solders.keypair import Keypair
+from support.coordinator_chain import make_config, play_epoch, play_round, start_epoch
+
+from cohort.sdk.statements import ed25519_verify_instruction, result_statement
+
+CLIENTS = 4
+CONFIG = make_config(CLIENTS, epoch_time=40, join_policy="Authorized")
+STAKE = 500
+RATE = 10
+# an epoch, its cooldown and a round (train + witness time)
+FLOOR = (
+    CONFIG["epoch_time"]
+    + CONFIG["cooldown_time"]
+    + CONFIG["max_round_train_time"]
+    + CONFIG["round_witness_time"]
+)
+
+
+def staked_run(tc):
+    """A run whose join authority is its treasury's joiner; the treasury requires STAKE to join."""
+    chain, t = tc.chain, tc.treasurer
+    authority, run_key = chain.wallet(), Keypair()
+    run = chain.create_run_at(run_key, authority, t.joiner_address(run_key.pubkey()))
+    chain.open_run(authority, run, CONFIG)
+    mint, mint_authority = tc.create_mint()
+    tc.send([t.init_treasury(chain.payer.pubkey(), authority.pubkey(), run, mint, tc.token_program, RATE, 0)],
+            [authority])  # fmt: skip
+    too_short = t.init_stakes(
+        chain.payer.pubkey(), authority.pubkey(), run, tc.treasury(run), STAKE, FLOOR - 1
+    )
+    assert tc.fails([too_short], [authority]) == "DelayTooShort"
+    tc.send([t.init_stakes(chain.payer.pubkey(), authority.pubkey(), run, tc.treasury(run), STAKE, FLOOR)],
+            [authority], measure="init_stakes")  # fmt: skip
+    return authority, run, mint, mint_authority
+
+
+def fund_wallet(tc, mint, mint_authority, amount=STAKE):
+    wallet = tc.chain.wallet()
+    account = tc.token_account(mint, wallet.pubkey())
+    tc.mint_to(mint, mint_authority, account, amount)
+    return wallet, account
+
+
+def equivocate(chain, run, key: Keypair, index: int, reporter: Keypair) -> None:
+    """Two signed results of one step with different commitments: the coordinator convicts the member."""
+    state = chain.state(run)
+    step, epoch = state["progress"]["step"] - 1, state["epoch"]["epoch"]
+    statements = []
+    ixs = []
+    for name in ("honest", "forged"):
+        commitment = hashlib.sha256(name.encode()).digest()
+        message = result_statement(chain.idl, run, epoch, step, (0, 4), commitment)
+        ixs.append(
+            ed25519_verify_instruction(
+                bytes(key.pubkey()), bytes(key.sign_message(message)), message
+            )
+        )
+        statements.append({"batch_start": 0, "batch_end": 4, "commitment": commitment})
+    args = {"index": index, "step": step, "first": statements[0], "second": statements[1]}
+    ixs.append(chain.call_ix("report_equivocation", reporter, run, args))
+    chain.send(ixs, [reporter])
+    assert chain.state(run)["clients"][index]["state"] == "Convicted"
+
+
+def test_only_staked_wallets_join_and_a_conviction_slashes_the_stake(tc, core):
+    chain, t = tc.chain, tc.treasurer
+    _, run, mint, mint_authority = staked_run(tc)
+    treasury = tc.treasury(run)
+    stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS)]
+    for wallet, source in stakers:
+        tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet], measure="stake")
+        assert tc.balance(source) == 0
+    assert tc.balance(treasury["stake_vault"]) == STAKE * CLIENTS
+    stranger = chain.wallet()
+    assert chain.join_fails(stranger, run) == "JoinNotAuthorized"
+    members = [w for w, _ in stakers]
+
+    play_epoch(chain, core, run, members, CONFIG)
+    keys = [Keypair() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, CONFIG, keys)
+    play_round(chain, core, run, members)
+    clients = chain.state(run)["clients"][:CLIENTS]
+    index = 2
+    cheat = next(w for w in members if w.pubkey() == clients[index]["signer"])
+    cheat_key = keys[[k.pubkey() for k in keys].index(clients[index]["p2p_identity"])]
+    reporter = chain.wallet()
+    honest_index = 0
+    honest = next(w for w in members if w.pubkey() == clients[honest_index]["signer"])
+    # nothing to slash before a conviction, and an index must name the stake's own wallet
+    assert tc.fails([t.slash(run, treasury, reporter.pubkey(), honest.pubkey(), honest_index)], [reporter]) \
+        == "NotConvicted"  # fmt: skip
+    equivocate(chain, run, cheat_key, index, reporter)
+    assert tc.fails([t.slash(run, treasury, reporter.pubkey(), honest.pubkey(), index)], [reporter]) \
+        == "NotConvicted"  # fmt: skip
+
+    pool_before, lamports_before = (
+        tc.balance(treasury["vault"]),
+        chain.svm.get_balance(reporter.pubkey()),
+    )
+    grant = t.join_authorization_address(run, cheat.pubkey())
+    grant_rent = chain.svm.get_balance(grant)
+    result = tc.send(
+        [t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), index)],
+        [reporter],
+        measure="slash",
+    )
+    assert tc.balance(treasury["vault"]) == pool_before + STAKE  # the stake joins the reward pool
+    assert tc.balance(treasury["stake_vault"]) == STAKE * (CLIENTS - 1)
+    assert tc.treasury(run)["slashed"] == STAKE
+    assert (
+        chain.account_bytes(grant) is None
+    )  # its authorization to join is gone, its rent to the reporter
+    assert (
+        chain.svm.get_balance(reporter.pubkey()) == lamports_before + grant_rent
+    )  # the chain's payer pays fees
+    events = dict(tc.idl.events_in_logs(list(result.logs()), tc.program_id))
+    assert events["Slashed"]["wallet"] == cheat.pubkey() and events["Slashed"]["amount"] == STAKE
+    assert tc.fails([t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), index)], [reporter]) \
+        == "WrongStakeState"  # fmt: skip
+    assert chain.join_fails(cheat, run) == "JoinNotAuthorized"  # no stake, no next epoch
+    # the slashed wallet closes its empty Stake account (rent back)
+    stake_account = t.stake_address(run, cheat.pubkey())
+    rent, before = chain.svm.get_balance(stake_account), chain.svm.get_balance(cheat.pubkey())
+    tc.send([t.withdraw_stake(run, treasury, cheat.pubkey(), stakers[0][1])], [cheat])
+    assert (
+        chain.svm.get_balance(cheat.pubkey()) == before + rent
+        and chain.account_bytes(stake_account) is None
+    )
+
+
+def test_an_honest_member_withdraws_after_leaving_and_the_delay(tc, core):
+    chain, t = tc.chain, tc.treasurer
+    _, run, mint, mint_authority = staked_run(tc)
+    treasury = tc.treasury(run)
+    stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS)]
+    for wallet, source in stakers:
+        tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    members = [w for w, _ in stakers]
+    play_epoch(chain, core, run, members, CONFIG)
+    wallet, source = stakers[0]
+    # a second stake of the same wallet, or a stake given up while still registered, is refused
+    assert (
+        tc.fails([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+        == "AlreadyInitialized"
+    )
+    assert tc.fails([t.unstake(run, wallet.pubkey())], [wallet]) == "StillInRun"
+    assert (
+        tc.fails([t.withdraw_stake(run, treasury, wallet.pubkey(), source)], [wallet])
+        == "WrongStakeState"
+    )
+    chain.call("exit_run", wallet, run)
+    grant = t.join_authorization_address(run, wallet.pubkey())
+    grant_rent, before = chain.svm.get_balance(grant), chain.svm.get_balance(wallet.pubkey())
+    tc.send([t.unstake(run, wallet.pubkey())], [wallet], measure="unstake")
+    assert chain.account_bytes(grant) is None
+    assert (
+        chain.svm.get_balance(wallet.pubkey()) == before + grant_rent
+    )  # the chain's payer pays the fees
+    assert chain.join_fails(wallet, run) == "JoinNotAuthorized"
+    assert (
+        tc.fails([t.withdraw_stake(run, treasury, wallet.pubkey(), source)], [wallet])
+        == "StakeLocked"
+    )
+    assert tc.fails([t.unstake(run, wallet.pubkey())], [wallet]) == "WrongStakeState"
+    chain.advance(FLOOR)
+    stake_account = t.stake_address(run, wallet.pubkey())
+    rent, before = chain.svm.get_balance(stake_account), chain.svm.get_balance(wallet.pubkey())
+    tc.send(
+        [t.withdraw_stake(run, treasury, wallet.pubkey(), source)],
+        [wallet],
+        measure="withdraw_stake",
+    )
+    assert tc.balance(source) == STAKE and chain.account_bytes(stake_account) is None
+    assert chain.svm.get_balance(wallet.pubkey()) == before + rent
+    assert tc.balance(treasury["stake_vault"]) == STAKE * (CLIENTS - 1)  # tokens conserved
+    # it may stake again, and join again
+    tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    chain.join(wallet, run)
+
+
+def test_stakes_need_the_treasury_as_join_authority(tc, core):
+    chain, t = tc.chain, tc.treasurer
+    authority = chain.wallet()
+    run = chain.create_run_at(
+        Keypair(), authority, authority.pubkey()
+    )  # the authority grants joins itself
+    chain.open_run(authority, run, CONFIG)
+    mint, _ = tc.create_mint()
+    tc.send([t.init_treasury(chain.payer.pubkey(), authority.pubkey(), run, mint, tc.token_program, RATE, 0)],
+            [authority])  # fmt: skip
+    init = t.init_stakes(
+        chain.payer.pubkey(), authority.pubkey(), run, tc.treasury(run), STAKE, FLOOR
+    )
+    assert tc.fails([init], [authority]) == "NotJoinAuthority"
+    wallet, source = fund_wallet(tc, mint, _)
+    assert (
+        tc.fails([t.stake(run, tc.treasury(run), wallet.pubkey(), source)], [wallet]) == "StakesOff"
+    )
+
+
+def test_a_convicted_member_that_left_and_unstaked_is_still_slashed(tc, core):
+    """Leaving right after cheating does not save the stake: the unstake delay outlasts the epoch in which
+    it can be convicted, and an Unstaking stake is slashed like a Staked one."""
+    chain, t = tc.chain, tc.treasurer
+    _, run, mint, mint_authority = staked_run(tc)
+    treasury = tc.treasury(run)
+    stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS)]
+    for wallet, source in stakers:
+        tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    members = [w for w, _ in stakers]
+    keys = [Keypair() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, CONFIG, keys)
+    play_round(chain, core, run, members)
+    clients = chain.state(run)["clients"][:CLIENTS]
+    index = 1
+    cheat = next(w for w in members if w.pubkey() == clients[index]["signer"])
+    cheat_key = keys[[k.pubkey() for k in keys].index(clients[index]["p2p_identity"])]
+    chain.call("exit_run", cheat, run)
+    tc.send([t.unstake(run, cheat.pubkey())], [cheat])
+    assert (
+        tc.fails([t.withdraw_stake(run, treasury, cheat.pubkey(), stakers[0][1])], [cheat])
+        == "StakeLocked"
+    )
+    equivocate(chain, run, cheat_key, index, chain.wallet())
+    reporter = chain.wallet()
+    tc.send([t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), index)], [reporter])
+    assert tc.balance(treasury["vault"]) == STAKE and tc.balance(
+        treasury["stake_vault"]
+    ) == STAKE * (CLIENTS - 1)
+    chain.advance(FLOOR)
+    before = tc.balance(stakers[0][1])
+    tc.send(
+        [t.withdraw_stake(run, treasury, cheat.pubkey(), stakers[0][1])], [cheat]
+    )  # closes, pays nothing
+    assert tc.balance(stakers[0][1]) == before
