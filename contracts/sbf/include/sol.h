@@ -11,3 +11,4 @@
 #include "sol/sysvar.h"
 #include "sol/entrypoint.h"
 #include "sol/cpi.h"
+#include "sol/pda.h"

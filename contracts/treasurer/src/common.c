@@ -63,31 +63,7 @@ bool account_gone(const SolAccountInfo *a, const SolPubkey *owner) {
   return a->data_len == 0 || *a->lamports == 0 || !sol_pubkey_eq(a->owner, owner);
 }
 
-/* ---- PDA creation through the System program */
-
-typedef struct {
-  const NewPda *at;
-  const SolSignerSeeds *seeds; /* the PDA's, bump included */
-} PdaCall;
-
-/* One System program instruction: the payer funds the PDA (Transfer), or the PDA signs (Allocate, Assign). */
-static uint64_t system_call(const PdaCall *c, bool from_payer, uint8_t *data, uint64_t data_len) {
-  SolAccountMeta metas[2];
-  SolAccountInfo infos[3];
-  uint64_t n = 0;
-  if (from_payer) {
-    metas[n] = (SolAccountMeta){c->at->payer->key, true, true};
-    infos[n++] = *c->at->payer;
-  }
-  metas[n] = (SolAccountMeta){c->at->account->key, true, !from_payer};
-  infos[n++] = *c->at->account;
-  infos[n] = *c->at->system_program;
-  SolInstruction instruction = {c->at->system_program->key, metas, n, data, data_len};
-  uint64_t status =
-      sol_invoke_signed_c(&instruction, infos, (int)n + 1, from_payer ? NULL : c->seeds, from_payer ? 0 : 1);
-  if (status == SUCCESS) c->at->account->data_len = infos[n - 1].data_len; /* Allocate changes it */
-  return status;
-}
+/* ---- PDA creation through the System program (sol/pda.h), with this program's errors */
 
 uint64_t create_pda(const NewPda *c, SolSignerSeed *seeds, int n, uint64_t space, uint8_t *bump) {
   if (!sol_is_system_program(c->system_program->key)) return ERR_WRONG_PROGRAM;
@@ -99,25 +75,29 @@ uint64_t create_pda(const NewPda *c, SolSignerSeed *seeds, int n, uint64_t space
   if (c->account->data_len != 0 || !sol_is_system_program(c->account->owner)) return ERR_ALREADY_INITIALIZED;
   seeds[n] = (SolSignerSeed){bump, 1};
   SolSignerSeeds signer = {seeds, (uint64_t)n + 1};
-  PdaCall call = {c, &signer};
-  SolAccountInfo *account = c->account;
-  if (*account->lamports == 0) {
-    SolCreateAccount create = {c->payer, account, c->system_program, space, c->owner, &signer};
-    return sol_create_account(&create);
-  }
-  uint64_t rent;
-  TRY(sol_rent_exempt_minimum(space, &rent));
-  if (*account->lamports < rent) {
-    uint8_t transfer[4 + 8] = {2}; /* u32 tag 2 = Transfer, u64 lamports */
-    sol_put_u64(transfer + 4, rent - *account->lamports);
-    TRY(system_call(&call, true, transfer, sizeof(transfer)));
-  }
-  uint8_t allocate[4 + 8] = {8}; /* u32 tag 8 = Allocate, u64 space */
-  sol_put_u64(allocate + 4, space);
-  TRY(system_call(&call, false, allocate, sizeof(allocate)));
-  uint8_t assign[4 + SIZE_PUBKEY] = {1}; /* u32 tag 1 = Assign, owner */
-  sol_memcpy(assign + 4, c->owner->x, SIZE_PUBKEY);
-  return system_call(&call, false, assign, sizeof(assign));
+  SolNewPda pda = {c->payer, c->account, c->system_program, c->owner};
+  return sol_create_pda(&pda, &signer, space);
+}
+
+uint64_t create_token_account(const NewTokenAccount *c, SolSignerSeed *seeds, int n, uint8_t *bump) {
+  uint8_t size_ix[1] = {21}; /* GetAccountDataSize (no extra extensions requested) */
+  SolAccountMeta size_metas[1] = {{c->mint->key, false, false}};
+  SolInstruction size = {c->token_program->key, size_metas, 1, size_ix, sizeof(size_ix)};
+  SolAccountInfo size_infos[2] = {*c->mint, *c->token_program};
+  TRY(sol_invoke(&size, size_infos, 2));
+  uint8_t returned[8];
+  SolPubkey from;
+  if (sol_get_return_data(returned, sizeof(returned), &from) != sizeof(returned) ||
+      !sol_pubkey_eq(&from, c->token_program->key))
+    return ERR_WRONG_MINT;
+  NewPda account = {c->p, c->payer, c->account, c->system_program, c->token_program->key};
+  TRY(create_pda(&account, seeds, n, sol_get_u64(returned), bump));
+  uint8_t init[1 + SIZE_PUBKEY] = {18}; /* InitializeAccount3: owner */
+  sol_memcpy(init + 1, c->owner->x, SIZE_PUBKEY);
+  SolAccountMeta metas[2] = {{c->account->key, true, false}, {c->mint->key, false, false}};
+  SolInstruction ix = {c->token_program->key, metas, 2, init, sizeof(init)};
+  SolAccountInfo infos[3] = {*c->account, *c->mint, *c->token_program};
+  return sol_invoke(&ix, infos, 3);
 }
 
 uint64_t close_account(SolAccountInfo *account, SolAccountInfo *to) {

@@ -12,26 +12,10 @@ static const char STAKES_SEED[] = "stakes";
 /* The stake vault: a token account of the mint at ["stakes", treasury] owned by the treasury (its size asked
    of the token program, like the reward vault's). */
 static uint64_t create_stake_vault(const SolParameters *p, const InitStakesAccounts *a) {
-  uint8_t size_ix[1] = {21}; /* GetAccountDataSize */
-  SolAccountMeta size_metas[1] = {{a->mint->key, false, false}};
-  SolInstruction size = {a->token_program->key, size_metas, 1, size_ix, sizeof(size_ix)};
-  SolAccountInfo size_infos[2] = {*a->mint, *a->token_program};
-  TRY(sol_invoke(&size, size_infos, 2));
-  uint8_t returned[8];
-  SolPubkey from;
-  if (sol_get_return_data(returned, sizeof(returned), &from) != sizeof(returned) ||
-      !sol_pubkey_eq(&from, a->token_program->key))
-    return ERR_WRONG_MINT;
   SolSignerSeed seeds[3] = {{(const uint8_t *)STAKES_SEED, sizeof(STAKES_SEED) - 1}, {a->treasury->key->x, SIZE_PUBKEY}};
   uint8_t bump;
-  NewPda vault = {p, a->payer, a->stake_vault, a->system_program, a->token_program->key};
-  TRY(create_pda(&vault, seeds, 2, sol_get_u64(returned), &bump));
-  uint8_t init[1 + SIZE_PUBKEY] = {18}; /* InitializeAccount3: owner */
-  sol_memcpy(init + 1, a->treasury->key->x, SIZE_PUBKEY);
-  SolAccountMeta metas[2] = {{a->stake_vault->key, true, false}, {a->mint->key, false, false}};
-  SolInstruction ix = {a->token_program->key, metas, 2, init, sizeof(init)};
-  SolAccountInfo infos[3] = {*a->stake_vault, *a->mint, *a->token_program};
-  return sol_invoke(&ix, infos, 3);
+  NewTokenAccount vault = {p, a->payer, a->stake_vault, a->mint, a->token_program, a->system_program, a->treasury->key};
+  return create_token_account(&vault, seeds, 2, &bump);
 }
 
 uint64_t init_stakes(SolParameters *p) {

@@ -44,28 +44,9 @@ static uint64_t check_mint(const InitTreasuryAccounts *a, uint8_t *decimals) {
 /* The vault: sized by the token program for this mint (GetAccountDataSize), created at its PDA owned by
    the token program, then InitializeAccount3 with the treasury as its owner. */
 static uint64_t create_vault(const SolParameters *p, const InitTreasuryAccounts *a, uint8_t *bump) {
-  uint8_t size_ix[1] = {21}; /* GetAccountDataSize (no extra extensions requested) */
-  SolAccountMeta size_metas[1] = {{a->mint->key, false, false}};
-  SolInstruction size = {a->token_program->key, size_metas, 1, size_ix, sizeof(size_ix)};
-  SolAccountInfo size_infos[2] = {*a->mint, *a->token_program};
-  TRY(sol_invoke(&size, size_infos, 2));
-  uint8_t returned[8];
-  SolPubkey from;
-  if (sol_get_return_data(returned, sizeof(returned), &from) != sizeof(returned) ||
-      !sol_pubkey_eq(&from, a->token_program->key))
-    return ERR_WRONG_MINT;
-  uint64_t space = sol_get_u64(returned);
-
   SolSignerSeed seeds[3] = {{(const uint8_t *)VAULT_SEED, sizeof(VAULT_SEED) - 1}, {a->treasury->key->x, SIZE_PUBKEY}};
-  NewPda vault = {p, a->payer, a->vault, a->system_program, a->token_program->key};
-  TRY(create_pda(&vault, seeds, 2, space, bump));
-
-  uint8_t init[1 + SIZE_PUBKEY] = {18}; /* InitializeAccount3: owner */
-  sol_memcpy(init + 1, a->treasury->key->x, SIZE_PUBKEY);
-  SolAccountMeta metas[2] = {{a->vault->key, true, false}, {a->mint->key, false, false}};
-  SolInstruction ix = {a->token_program->key, metas, 2, init, sizeof(init)};
-  SolAccountInfo infos[3] = {*a->vault, *a->mint, *a->token_program};
-  return sol_invoke(&ix, infos, 3);
+  NewTokenAccount vault = {p, a->payer, a->vault, a->mint, a->token_program, a->system_program, a->treasury->key};
+  return create_token_account(&vault, seeds, 2, bump);
 }
 
 uint64_t init_treasury(SolParameters *p) {

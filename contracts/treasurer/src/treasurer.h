@@ -72,6 +72,17 @@ typedef struct {
 } NewPda;
 uint64_t create_pda(const NewPda *c, SolSignerSeed *seeds, int n, uint64_t space, uint8_t *bump);
 
+/* A token account of `mint` at the PDA of seeds[0..n) (seeds[n] gets the bump) owned by `owner`: sized by the
+   token program for this mint (GetAccountDataSize, no extra extensions), created, then InitializeAccount3. */
+typedef struct {
+  const SolParameters *p;
+  const SolAccountInfo *payer;
+  SolAccountInfo *account;
+  const SolAccountInfo *mint, *token_program, *system_program;
+  const SolPubkey *owner;
+} NewTokenAccount;
+uint64_t create_token_account(const NewTokenAccount *c, SolSignerSeed *seeds, int n, uint8_t *bump);
+
 /* Move lamports and zero the data: the account is closed when the transaction ends. */
 uint64_t close_account(SolAccountInfo *account, SolAccountInfo *to);
 
