@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from click.testing import CliRunner
 
 from cohort.sdk.cli import cli
@@ -18,6 +20,12 @@ def test_build_reports_each_program():
     result = CliRunner().invoke(cli, ["build", "toolchain_probe"])
     assert result.exit_code == 0, result.output
     assert "toolchain_probe" in result.output and ".so" in result.output
+    as_json = CliRunner().invoke(cli, ["build", "toolchain_probe", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    (built,) = json.loads(as_json.output)
+    assert (
+        built["program"] == "toolchain_probe" and built["bytes"] > 0 and built["so"].endswith(".so")
+    )
 
 
 def test_build_of_an_unknown_program_is_a_clear_error():

@@ -79,20 +79,27 @@ def cli() -> None:
 @cli.command("build")
 @click.argument("programs", nargs=-1)
 @click.option("--force", is_flag=True, help="Rebuild even when up to date.")
-def build_command(programs: tuple[str, ...], force: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
+def build_command(programs: tuple[str, ...], force: bool, as_json: bool) -> None:
     """Build the Solana programs under contracts/ (SBF .so and host library)."""
     from cohort.sbf import build
 
     from .artifacts import in_checkout
+    from .cli_common import echo_json
 
     if not in_checkout():
         raise click.ClickException(
             "`cohort build` compiles the programs of a source checkout; this install carries them built"
         )
     try:
-        build.build_all(list(programs) or None, force=force, log=click.echo)
+        built = build.build_all(
+            list(programs) or None, force=force, log=(lambda _: None) if as_json else click.echo
+        )
     except build.BuildError as e:
         raise click.ClickException(str(e)) from e
+    if as_json:
+        echo_json([{"program": p.name, "so": p.so_path, "bytes": p.so_path.stat().st_size,
+                    "host_library": p.host_lib_path if p.host_lib_path.is_file() else None} for p in built])  # fmt: skip
 
 
 @cli.command()
