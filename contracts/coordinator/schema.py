@@ -35,11 +35,12 @@ from cohort.sbf.abi.schema import (  # noqa: F401 - the type language, shared by
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 8,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    "VERSION": 9,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
     # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
     # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions; 8 = disputes,
     # CheckSeed.healthy (verifiers are drawn from the members healthy when a seed was revealed),
-    # FailedCheck.replay
+    # FailedCheck.replay; 9 = RunConfig.conviction_ban_epochs, RegistryEntry.banned_until (bans outlive the epoch)
+    "MAX_BAN_EPOCHS": 10_000,  # the longest ban a run may set (conviction_ban_epochs)
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
     "NUM_ROUNDS": 4,
@@ -245,7 +246,12 @@ RunConfig = S(
         U8,
         "step s trains on the weights after step s - pipeline_depth: 2..4; deeper hides slower links behind compute",
     ),
-    F("_pad", Bytes(6)),
+    F(
+        "conviction_ban_epochs",
+        U16,
+        "epochs a convicted wallet and its node key are barred from after the conviction's: 1..MAX_BAN_EPOCHS",
+    ),
+    F("_pad", Bytes(4)),
     doc="64 bytes: a create transaction packs config, model and metadata into one packet with no byte to spare.",
 )
 RunMetadata = S(
@@ -456,7 +462,11 @@ RegistryEntry = S(
         U32,
         "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median)",
     ),
-    F("_pad", U32),
+    F(
+        "banned_until",
+        U32,
+        "after a conviction: the first epoch it (and the node key it was convicted with, p2p_identity) may join; 0 = never convicted",
+    ),
 )
 Run = S(
     "Run",
@@ -879,7 +889,8 @@ INSTRUCTIONS = (
             ),
         ),
         None,
-        "Leave the run; frees the registry slot. Unclaimed points move to the Points account first.",
+        "Leave the run; frees the registry slot. Unclaimed points move to the Points account first. Refused "
+        "(Banned) while a conviction's ban lasts: the entry keeps its record.",
     ),
     Instruction(
         "claim_points",
@@ -987,7 +998,8 @@ INSTRUCTIONS = (
         ),
         ReportEquivocationArgs,
         "Two earlier Ed25519 instructions of the same transaction hold the accused node key's signatures "
-        "over two result statements for one step with different commitments: the member is convicted.",
+        "over two result statements for one step with different commitments: the member is convicted (only "
+        "while the epoch runs: its points are credited when it ends).",
     ),
     Instruction(
         "report_check",
@@ -1089,6 +1101,10 @@ ERRORS = (
     Error("InvalidReason", "reason is not a CheckFailure a report can name"),
     Error("DisputesFull", "Every dispute slot is open: the report that would open one waits"),
     Error("DisputePending", "The dispute's committee is drawn from a seed not revealed yet"),
+    Error(
+        "Banned",
+        "This wallet, or the node key it joins with, was convicted in this run and is barred until a later epoch",
+    ),
 )
 
 

@@ -76,6 +76,7 @@ CONSTANTS: dict[str, int] = {
     "COORD_RUN_REGISTRY_LEN_OFFSET": 8 + _run_offsets["registry_len"],
     "COORD_REGISTRY_ENTRY_SIZE": _size("RegistryEntry"),
     "COORD_REGISTRY_SIGNER_OFFSET": _offset("RegistryEntry", "signer"),
+    "COORD_REGISTRY_BANNED_UNTIL_OFFSET": _offset("RegistryEntry", "banned_until"),
     "COORD_MAX_CLIENTS": _coordinator.constants["MAX_CLIENTS"],
     "COORD_RUN_EPOCH_TIME_OFFSET": 8 + _run_offsets["config"] + _offset("RunConfig", "epoch_time"),
     "COORD_RUN_COOLDOWN_TIME_OFFSET": 8
@@ -213,7 +214,7 @@ InitStakesArgs = S(
     F("stake_amount", U64, "base units each joining wallet stakes (> 0)"),
     F("unstake_delay", I64, "seconds; at least the run's epoch_time + cooldown_time + one round"),
 )
-SlashArgs = S("SlashArgs", F("index", U16, "the convicted wallet's index in the Run's epoch clients"),
+SlashArgs = S("SlashArgs", F("index", U16, "the convicted wallet's index in the Run's epoch clients, or in its registry (a conviction's record)"),
               F("_pad", Bytes(6)))  # fmt: skip
 
 # events (Anchor format: sha256("event:<Name>")[:8] + Borsh, in "Program data:" log lines)
@@ -564,7 +565,8 @@ ERRORS = (
     Error("WrongStakeState", "The stake is not in the state this instruction needs"),
     Error("StakeLocked", "The unstake delay is not over"),
     Error(
-        "NotConvicted", "The Run's client at this index is not this wallet, convicted in this epoch"
+        "NotConvicted",
+        "Neither the Run's client nor its registry entry at this index is this wallet, convicted",
     ),
 )
 

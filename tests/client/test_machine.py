@@ -67,6 +67,11 @@ def commitment(step: int, index: int, salt: int = 0) -> bytes:
     return bytes([step % 256, index, salt]) * 10 + b"cc"
 
 
+def witness_landed(step: int) -> TxDone:
+    """Our record for round `step` landed (the machine reads only the round's step of it)."""
+    return TxDone(SubmitWitness(step, 0, 0, ResultsList.of(step - 1, {}), 0), True)
+
+
 class Driver:
     """One machine (the client of epoch index `me` once members are in) and the host run it follows."""
 
@@ -147,9 +152,9 @@ def test_joins_once_in_waiting_for_members_and_again_after_a_failed_join(core):
     d = Driver(core)
     assert of(d.feed(), Join) == [Join()]
     assert of(d.feed(), Join) == []  # in flight: never asked twice
-    assert of(d.feed(TxDone("join", 0, False, "rpc")), Join) == []  # the retry waits its time
+    assert of(d.feed(TxDone(Join(), False, "rpc")), Join) == []  # the retry waits its time
     assert of(d.feed(TimerFired(), dt=2.0), Join) == [Join()]
-    assert of(d.feed(TxDone("join", 0, False, "RunFull")), Finish) == [
+    assert of(d.feed(TxDone(Join(), False, "RunFull")), Finish) == [
         Finish(ExitCode.RUN_FULL, "cannot join: RunFull")
     ]
 
@@ -391,7 +396,7 @@ def seated_driver(core, round_step: int = 2) -> Driver:
         for step in range(1, round_step):
             d.host.decide(ResultsList.of(step - 1, {}).root)
             d.host.start_pending()
-            d.feed(TxDone("witness", step, True))  # any record of ours landed
+            d.feed(witness_landed(step))  # any record of ours landed
         if d.me in d.host.seats():
             d.feed()
             return d
@@ -432,7 +437,7 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
         {withheld: "not announced"}
     ]  # says why
     # the result arrives late: the record is replaced (an undecided round), at most once a second
-    d.feed(TxDone("witness", 3, True))
+    d.feed(witness_landed(3))
     d.feed(PeerResult(withheld, d.result(2, withheld)))
     assert not of(d.feed(ResultHeld(2, withheld, commitment(2, withheld))), SubmitWitness)
     (again,) = of(d.feed(TimerFired(), dt=1.1), SubmitWitness)
@@ -467,7 +472,7 @@ def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the
     ]
     assert [e.fields["missing"] for e in emitted(out, "witness_short")] == [{late: "late"}]
     # reported once: a record replaced later does not report it again
-    d.feed(TxDone("witness", 3, True))
+    d.feed(witness_landed(3))
     assert not emitted(d.feed(TimerFired(), dt=1.5), "late_result")
 
 
@@ -747,7 +752,7 @@ def test_seats_given_different_valid_twins_converge_once_both_statements_are_kno
     host.decide(ResultsList.of(0, {}).root)  # round 1 attests nothing
     host.start_pending()
     for i in range(5):
-        feed(i, TxDone("witness", 1, True))
+        feed(i, witness_landed(1))
         feed(i)
     view = observe(core, host.run(), host.wallets[0])
     assignment = view.rounds[1].assignment
@@ -774,7 +779,7 @@ def test_seats_given_different_valid_twins_converge_once_both_statements_are_kno
             c = twins[k].commitment if index == liar else commitment(1, index)
             out += feed(seat, ResultHeld(1, index, c))
         (records[seat],) = of(out, SubmitWitness)
-        feed(seat, TxDone("witness", 2, True))
+        feed(seat, witness_landed(2))
     assert records[first].results.root != records[second].results.root  # split: no majority
     now += 1.1
     for seat, k in ((first, 1), (second, 0)):  # the other twin arrives
@@ -800,7 +805,7 @@ def test_a_seat_of_the_previous_round_reports_whom_a_majority_left_out_naming_th
     for index in assignment:
         out += d.feed(ResultHeld(1, index, commitment(1, index)))
     assert of(out, SubmitWitness)
-    d.feed(TxDone("witness", 2, True))
+    d.feed(witness_landed(2))
     lazy = next(i for i in assignment if i != d.me)
     seen = bytearray(b"\xff" * 32)
     seen[lazy // 8] &= ~(1 << (lazy % 8))
@@ -1172,10 +1177,10 @@ def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_re
         ReportCheck(2, 2, "PayloadMismatch")
     ]
     assert (
-        of(d.feed(TxDone("report_check", 2 << 16 | 2, False, "rpc")), ReportCheck) == []
+        of(d.feed(TxDone(ReportCheck(2, 2, "PayloadMismatch"), False, "rpc")), ReportCheck) == []
     )  # waits its retry
     assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == [ReportCheck(2, 2, "PayloadMismatch")]
-    assert of(d.feed(TxDone("report_check", 2 << 16 | 2, True), dt=5.0), ReportCheck) == []
+    assert of(d.feed(TxDone(ReportCheck(2, 2, "PayloadMismatch"), True), dt=5.0), ReportCheck) == []
     # a check we could not run is no evidence: nothing is reported
     assert of(d.feed(Checked(0, 2, 3, False, "we no longer hold the weights")), ReportCheck) == []
 
@@ -1223,11 +1228,11 @@ def test_a_dispute_committee_replays_the_same_check_and_reports_its_verdict(core
     assert of(out, ReportCheck) == [ReportCheck(2, trainer, "Passed")]
     # refused because every dispute slot is open: it goes again after the retry time
     assert (
-        of(d.feed(TxDone("report_check", 2 << 16 | trainer, False, "DisputesFull")), ReportCheck)
+        of(d.feed(TxDone(ReportCheck(2, trainer, "Passed"), False, "DisputesFull")), ReportCheck)
         == []
     )
     assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == [ReportCheck(2, trainer, "Passed")]
-    assert of(d.feed(TxDone("report_check", 2 << 16 | trainer, True), dt=5.0), ReportCheck) == []
+    assert of(d.feed(TxDone(ReportCheck(2, trainer, "Passed"), True), dt=5.0), ReportCheck) == []
     # a failure found in a dispute is reported like a check's
     out = d.feed(
         Checked(0, 2, trainer, False, "signs disagree", "PayloadMismatch", dispute=True), dt=5.0

@@ -220,7 +220,7 @@ async def test_a_joiner_tries_the_hub_copy_once_the_peers_had_their_time(monkeyp
 
 
 class _Parts:
-    """A fetcher that holds some parts and fails the rest (the P2P boundary a check's fetch stands on)."""
+    """A node's fetch that holds some parts and fails the rest (the P2P boundary a check's fetch stands on)."""
 
     def __init__(self, held: dict[bytes, bytes]) -> None:
         self.held, self.asked = held, []
@@ -247,7 +247,7 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
 
     held = {bytes([i]) * 32: bytes([i]) * 100 for i in range(5)}
     fetcher = _Parts(held)
-    effects = Effects(SimpleNamespace(node=SimpleNamespace(fetcher=fetcher)))
+    effects = Effects(SimpleNamespace(node=SimpleNamespace(fetch_blob=fetcher.fetch)))
     parts = PartsOnDisk(tmp_path / "a.parts")
     await effects._fetch_parts(list(held), [], parts)
     assert dict(parts) == held and sorted(fetcher.asked) == sorted(held)

@@ -467,6 +467,8 @@ CONFIG_RULES = [
     ({"verification_percent": 255}, "verification_percent must be 0..100"),
     ({"pipeline_depth": 1}, "pipeline_depth must be 2..4"),
     ({"pipeline_depth": 5}, "pipeline_depth must be 2..4"),
+    ({"conviction_ban_epochs": 0}, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)"),
+    ({"conviction_ban_epochs": 10_001}, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)"),
 ]  # fmt: skip
 
 

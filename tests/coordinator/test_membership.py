@@ -62,7 +62,7 @@ def test_exit_mid_epoch_withdraws_the_client_and_frees_its_registry_slot(chain, 
         "earned": 0,
         "join_marker": 0,
         "throughput": 0,
-        "_pad": 0,
+        "banned_until": 0,
     }
     assert state["registry"][3] == empty
     clients = state["clients"]

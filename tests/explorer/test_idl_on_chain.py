@@ -161,6 +161,27 @@ async def test_the_program_checks_who_creates_and_writes(chain):
     )
     stored = await idl_account.fetch(chain.rpc, program)
     assert stored.compressed == b"a" * 60
+    # Resize: by the authority only, at most 10 KiB more a call, never smaller; the authority pays the rent
+    grow = idl_account.resize_instruction
+    assert await refused(grow(stranger.pubkey(), program, size + 1000), stranger) == "Unauthorized"
+    assert await refused(
+        grow(chain.authority.pubkey(), program, size + 10 * 1024 + 1), chain.authority
+    ) == ("InvalidInstructionData")
+    assert (
+        await refused(grow(chain.authority.pubkey(), program, size - 1), chain.authority)
+        == "InvalidInstructionData"
+    )
+    grown = await chain.rpc.send(
+        [grow(chain.authority.pubkey(), program, size + 10 * 1024)], chain.authority
+    )
+    assert await compute_units(chain, grown) < CU_LIMIT
+    for _ in range(16):  # 16 x 640 bytes: a transaction carries ~1 KB
+        await chain.rpc.send(
+            [idl_account.write_instruction(chain.authority.pubkey(), program, b"b" * 640)],
+            chain.authority,
+        )
+    stored = await idl_account.fetch(chain.rpc, program)
+    assert stored.compressed == b"a" * 60 + b"b" * 10 * 1024
     # Close: by the authority only, rent back
     closer = idl_account.close_instruction(stranger.pubkey(), program, stranger.pubkey())
     assert await refused(closer, stranger) == "Unauthorized"

@@ -59,6 +59,7 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
         max_share_ratio=4,
         verification_percent=0,
         pipeline_depth=2,
+        conviction_ban_epochs=4,
     )
     config.update(overrides)
     return config

@@ -242,3 +242,52 @@ def test_a_convicted_member_that_left_and_unstaked_is_still_slashed(tc, core):
         [t.withdraw_stake(run, treasury, cheat.pubkey(), stakers[0][1])], [cheat]
     )  # closes, pays nothing
     assert tc.balance(stakers[0][1]) == before
+
+
+def test_a_conviction_is_slashed_from_its_record_after_the_member_list_is_rebuilt(tc, core):
+    """The Run's epoch list forgets a conviction when the next epoch starts; the wallet's registry entry keeps
+    it (banned_until) for the ban, and slash reads it there by registry index. A banned wallet cannot exit
+    the registry, so it cannot unstake out of reach first."""
+    chain, t = tc.chain, tc.treasurer
+    _, run, mint, mint_authority = staked_run(tc)
+    treasury = tc.treasury(run)
+    stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS + 1)]
+    for wallet, source in stakers:
+        tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    members = [w for w, _ in stakers[:CLIENTS]]
+    keys = [Keypair() for _ in range(CLIENTS)]
+    start_epoch(chain, run, members, CONFIG, keys)
+    play_round(chain, core, run, members)
+    clients = chain.state(run)["clients"][:CLIENTS]
+    by_wallet = {m.pubkey(): m for m in members}
+    members = [by_wallet[c["signer"]] for c in clients]
+    index = 3
+    cheat_key = keys[[k.pubkey() for k in keys].index(clients[index]["p2p_identity"])]
+    cheat = members[index]
+    equivocate(chain, run, cheat_key, index, chain.wallet())
+    assert chain.fails("exit_run", cheat, run) == "Banned"
+    for _ in range(100):
+        if chain.state(run)["run_state"] != "RoundTrain":
+            break
+        play_round(chain, core, run, members, all_elected=False)
+    chain.advance(CONFIG["cooldown_time"])
+    chain.call("tick", members[0], run)
+    # the next epoch starts without it: its list no longer names the cheater
+    for wallet in [*members[:index], stakers[CLIENTS][0]]:
+        chain.join(wallet, run)
+    chain.advance(CONFIG["waiting_for_members_extra_time"])
+    chain.call("tick", members[0], run)
+    state = chain.state(run)
+    assert state["run_state"] == "Warmup"
+    assert all(
+        c["signer"] != cheat.pubkey() for c in state["clients"][: state["epoch"]["clients_len"]]
+    )
+    registry = [e["signer"] for e in state["registry"][: state["registry_len"]]]
+    at, reporter = registry.index(cheat.pubkey()), chain.wallet()
+    honest_at = registry.index(members[0].pubkey())
+    assert tc.fails([t.slash(run, treasury, reporter.pubkey(), members[0].pubkey(), honest_at)], [reporter]) \
+        == "NotConvicted"  # fmt: skip
+    tc.send(
+        [t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), at)], [reporter], measure="slash"
+    )
+    assert tc.treasury(run)["slashed"] == STAKE and tc.balance(treasury["vault"]) == STAKE

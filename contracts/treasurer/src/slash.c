@@ -1,7 +1,8 @@
-/* slash: anyone shows that the Run convicted the stake's wallet in its current epoch (the client entry at
-   `index` is the wallet, Convicted); the stake goes to the reward pool (the vault members are paid from)
-   and the wallet's authorization to join ends, its rent going to the reporter. The Run keeps a conviction
-   until the next epoch starts: that is the window to slash in, and the unstake delay covers it. */
+/* slash: anyone shows that the Run convicted the stake's wallet: the client entry at `index` is the wallet,
+   Convicted (the current epoch's list), or the registry entry at `index` is the wallet and records a conviction
+   (banned_until, kept for the conviction's ban). The stake goes to the reward pool (the vault members are paid
+   from) and the wallet's authorization to join ends, its rent going to the reporter. A banned wallet cannot
+   leave the registry (exit_run refuses it), so it cannot unstake: the ban is the window to slash in. */
 #include "treasurer.h"
 
 typedef struct {
@@ -9,15 +10,26 @@ typedef struct {
       *token_program, *coordinator_program, *system_program;
 } SlashAccounts;
 
-static uint64_t check_convicted(const SolAccountInfo *run, uint16_t index, const SolPubkey *wallet) {
-  const uint8_t *data = run->data;
+static bool convicted_in_epoch(const uint8_t *data, uint16_t index, const SolPubkey *wallet) {
   uint32_t len = sol_get_u32(data + TREAS_COORD_RUN_CLIENTS_LEN_OFFSET);
-  if (index >= len || index >= TREAS_COORD_MAX_CLIENTS) return ERR_NOT_CONVICTED;
+  if (index >= len || index >= TREAS_COORD_MAX_CLIENTS) return false;
   const uint8_t *client = data + TREAS_COORD_RUN_CLIENTS_OFFSET + (uint64_t)index * TREAS_COORD_CLIENT_SIZE;
-  if (!sol_pubkey_eq((const SolPubkey *)(client + TREAS_COORD_CLIENT_SIGNER_OFFSET), wallet) ||
-      client[TREAS_COORD_CLIENT_STATE_OFFSET] != TREAS_COORD_CLIENT_CONVICTED)
-    return ERR_NOT_CONVICTED;
-  return SUCCESS;
+  return sol_pubkey_eq((const SolPubkey *)(client + TREAS_COORD_CLIENT_SIGNER_OFFSET), wallet) &&
+         client[TREAS_COORD_CLIENT_STATE_OFFSET] == TREAS_COORD_CLIENT_CONVICTED;
+}
+
+static bool convicted_in_registry(const uint8_t *data, uint16_t index, const SolPubkey *wallet) {
+  uint32_t len = sol_get_u32(data + TREAS_COORD_RUN_REGISTRY_LEN_OFFSET);
+  if (index >= len || index >= TREAS_COORD_MAX_CLIENTS) return false;
+  const uint8_t *entry = data + TREAS_COORD_RUN_REGISTRY_OFFSET + (uint64_t)index * TREAS_COORD_REGISTRY_ENTRY_SIZE;
+  return sol_pubkey_eq((const SolPubkey *)(entry + TREAS_COORD_REGISTRY_SIGNER_OFFSET), wallet) &&
+         sol_get_u32(entry + TREAS_COORD_REGISTRY_BANNED_UNTIL_OFFSET) != 0;
+}
+
+/* The Run's size and version were checked (load_run), so every offset is inside it. */
+static uint64_t check_convicted(const SolAccountInfo *run, uint16_t index, const SolPubkey *wallet) {
+  if (convicted_in_epoch(run->data, index, wallet) || convicted_in_registry(run->data, index, wallet)) return SUCCESS;
+  return ERR_NOT_CONVICTED;
 }
 
 uint64_t slash(SolParameters *p) {

@@ -19,6 +19,7 @@ class _LazyGroup(click.Group):
         "doctor": ("cohort.client.runtime.doctor", "doctor"),
         "explorer": ("cohort.sdk.explorer.cli", "explorer"),
         "idl": ("cohort.sdk.cli_idl", "idl_group"),
+        "rewards": ("cohort.sdk.cli_rewards", "rewards_group"),
         "run": ("cohort.sdk.cli_run", "run_group"),
         "train": ("cohort.client.runtime.cli", "train"),
         "wallet": ("cohort.sdk.cli_wallet", "wallet"),

@@ -15,6 +15,9 @@ from .cli_common import Settings, chain_options, echo_json, json_option, run
 from .errors import ConfigError
 
 if TYPE_CHECKING:
+    from solders.pubkey import Pubkey
+
+    from .rewards import RewardsStatus
     from .run_config import RunFile
 
 T = TypeVar("T")
@@ -63,25 +66,49 @@ def example(demo: bool) -> None:
 @click.option(
     "--paused", is_flag=True, help="Leave the run paused (open it later with `run resume`)."
 )
+@click.option("--stakes", is_flag=True,
+              help='Let the treasurer admit staked wallets: the join authority becomes the run\'s treasury joiner '
+                   '(needs join_policy = "Authorized"; then `cohort rewards init` and `cohort rewards init-stakes`).')  # fmt: skip
 @json_option
 @chain_options
-def create(settings: Settings, config: Path, paused: bool, as_json: bool) -> None:
+def create(settings: Settings, config: Path, paused: bool, stakes: bool, as_json: bool) -> None:
     """Create a run from a CONFIG file (`cohort run example` prints a documented one); the wallet becomes
     its authority."""
+    from solders.keypair import Keypair
+
     run_file = _load_config(config)  # validated before anything else
+    if stakes and run_file.config.join_policy != "Authorized":
+        raise ConfigError(
+            f'--stakes needs join_policy = "Authorized" in {config} (stakes decide who joins)'
+        )
     authority = settings.keypair()
+    run_account = Keypair()
+    join_authority = _stakes_joiner(settings, run_account.pubkey()) if stakes else None
 
     async def body(client, core):
-        return await client.create_run(authority, run_file, open_run=not paused)
+        return await client.create_run(authority, run_file, open_run=not paused,
+                                       join_authority=join_authority, run_account=run_account)  # fmt: skip
 
     address = run(_with_client(settings, body))
     if as_json:
         echo_json({"run_id": run_file.run_id, "address": str(address), "open": not paused,
-                    "memory": _memory_json(run_file)})  # fmt: skip
+                   "memory": _memory_json(run_file), "join_authority": str(join_authority or authority.pubkey())})  # fmt: skip
         return
     state = "not open yet: `cohort run resume` opens it" if paused else "open for members"
     click.echo(f"created run {run_file.run_id} at {address} ({state})")
+    if stakes:
+        click.echo(f"the treasurer admits staked wallets (join authority {join_authority}): next "
+                   f"`cohort rewards init {run_file.run_id}` and `cohort rewards init-stakes {run_file.run_id}`")  # fmt: skip
     click.echo(_memory_line(run_file))
+
+
+def _stakes_joiner(settings: Settings, run_address: Pubkey) -> Pubkey:
+    """The joiner PDA of the treasury the run will have: a staking run's join authority."""
+    from .config import resolve_program_id
+    from .treasurer import PROGRAM_NAME, joiner_address, treasury_address
+
+    treasurer = resolve_program_id(settings.workspace, settings.cluster, None, PROGRAM_NAME)
+    return joiner_address(treasurer, treasury_address(treasurer, run_address))
 
 
 def _memory_json(run_file: RunFile) -> dict[str, Any] | None:
@@ -205,13 +232,45 @@ pause = _pause_command(True)
 resume = _pause_command(False)
 
 
-async def _status(client, core, run_ref: str) -> dict[str, Any]:
+async def _status(client, core, run_ref: str, treasurer_id: Pubkey | None = None) -> dict[str, Any]:
     from .status import latest_loss, summarize
 
     state = await client.fetch_run(run_ref)
     now = await client.rpc.unix_time()
     loss = latest_loss(client.idl, client.program_id, await client.rpc.recent_logs(state.address))
-    return summarize(state, core, now, loss)
+    summary = summarize(state, core, now, loss)
+    rewards = await _rewards(client, state.address, treasurer_id) if treasurer_id else None
+    if rewards is not None:  # a run without a treasury shows what it always did
+        summary["rewards"] = rewards.to_json()
+    return summary
+
+
+async def _rewards(client, address: Pubkey, treasurer_id: Pubkey) -> RewardsStatus | None:
+    """The run's treasury and its members' rewards, or None when the run has none."""
+    from .rewards import RewardsError, rewards_status
+    from .treasurer import Treasurer
+
+    found = await client.rpc.account_owner_and_data(treasurer_id)
+    if found is None:  # no treasurer deployed here: no run has rewards
+        return None
+    points = {p.wallet: (p.claimed, p.unclaimed) for p in await client.points(address)}
+    try:
+        return await rewards_status(
+            client.rpc, Treasurer(treasurer_id, client.program_id), address, points
+        )
+    except RewardsError:  # a treasury bound to another coordinator pays nothing of this run
+        return None
+
+
+def _treasurer_id(settings: Settings) -> Pubkey | None:
+    """The treasurer's id on this cluster, when one was deployed or configured (else no run has rewards)."""
+    from .config import resolve_program_id
+    from .treasurer import PROGRAM_NAME
+
+    try:
+        return resolve_program_id(settings.workspace, settings.cluster, None, PROGRAM_NAME)
+    except ConfigError:
+        return None
 
 
 @run_group.command()
@@ -219,14 +278,24 @@ async def _status(client, core, run_ref: str) -> dict[str, Any]:
 @json_option
 @chain_options
 def status(settings: Settings, run_ref: str, as_json: bool) -> None:
-    """Show RUN: phase, epoch, step, time left, clients with health and role, witnesses, checkpoint, loss."""
+    """Show RUN: phase, epoch, step, time left, clients with health and role, witnesses, checkpoint, loss,
+    and its rewards when it has a treasury (vault, members' earned / claimed / staked, slashes)."""
     from .status import render
 
-    summary = run(_with_client(settings, lambda client, core: _status(client, core, run_ref)))
+    treasurer_id = _treasurer_id(settings)
+    summary = run(
+        _with_client(settings, lambda client, core: _status(client, core, run_ref, treasurer_id))
+    )
     if as_json:
         click.echo(json.dumps(summary, indent=2))
-    else:
-        render(summary, Console())
+        return
+    console = Console()
+    render(summary, console)
+    if "rewards" in summary:
+        from .cli_rewards import render_status
+        from .rewards import RewardsStatus
+
+        render_status(RewardsStatus.from_json(summary["rewards"]), console)
 
 
 @run_group.command(name="list")

@@ -173,13 +173,14 @@ class RunClient:
     # -- the authority's instructions -----------------------------------------------------------------
     async def create_run(
         self, authority: Keypair, run_file: RunFile, *, open_run: bool = True,
-        join_authority: Pubkey | None = None, payer: Keypair | None = None,
+        join_authority: Pubkey | None = None, payer: Keypair | None = None, run_account: Keypair | None = None,
     ) -> Pubkey:  # fmt: skip
         """Create the Run account and its RunIndex in one transaction, then configure it and (by default)
         open it for members. The config must already be validated (load_run_file does).
 
         Resumable: when an earlier create of this authority stopped part way (the run exists but was never
-        opened), the run is configured and opened instead of being refused as existing."""
+        opened), the run is configured and opened instead of being refused as existing. `run_account`: the
+        Run's keypair when its address must be known first (a join authority derived from it)."""
         payer = payer or authority
         unfinished = await self._unfinished_run(authority.pubkey(), run_file.run_id)
         if unfinished is not None:
@@ -197,7 +198,7 @@ class RunClient:
         await self.require_funds(
             payer.pubkey(), rent + index_rent + FEE_ALLOWANCE, "creating a run"
         )
-        run = Keypair()
+        run = run_account or Keypair()
         create = create_account(
             CreateAccountParams(from_pubkey=payer.pubkey(), to_pubkey=run.pubkey(), lamports=rent,
                                 space=size, owner=self.program_id)

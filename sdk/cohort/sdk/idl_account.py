@@ -27,7 +27,9 @@ IDL_SEED = "anchor:idl"
 IDL_IX_TAG = struct.pack("<Q", 0x0A69E9A778BCF440)
 ACCOUNT_DISCRIMINATOR = bytes.fromhex("8c24a60267c521a4")  # sha256("account:IdlAccount")[:8]
 HEADER = 8 + 32 + 4
-MAX_ACCOUNT = 10_000  # what the program creates in one go
+CREATE_LIMIT = 10_000  # what the program creates in one go (one CreateAccountWithSeed)
+GROWTH = 10 * 1024  # what one Resize adds at most (an instruction may grow an account by 10 KiB)
+MAX_IDL = 256 * 1024  # a sanity bound on the compressed IDL (the coordinator's is ~11 KB)
 WRITE_CHUNK = 900  # IDL bytes per Write transaction (a legacy transaction is at most 1232 bytes)
 
 
@@ -62,6 +64,13 @@ def write_instruction(authority: Pubkey, program_id: Pubkey, chunk: bytes) -> In
     ]
     data = IDL_IX_TAG + b"\x02" + struct.pack("<I", len(chunk)) + chunk
     return Instruction(program_id, data, accounts)
+
+
+def resize_instruction(authority: Pubkey, program_id: Pubkey, data_len: int) -> Instruction:
+    """Room for `data_len` bytes of IDL (at most GROWTH more than the account holds), the authority paying."""
+    accounts = [AccountMeta(idl_address(program_id), False, True), AccountMeta(authority, True, True),
+                AccountMeta(loader_v3.SYSTEM_PROGRAM, False, False)]  # fmt: skip
+    return Instruction(program_id, IDL_IX_TAG + b"\x06" + struct.pack("<Q", data_len), accounts)
 
 
 def close_instruction(authority: Pubkey, program_id: Pubkey, recipient: Pubkey) -> Instruction:
@@ -114,9 +123,9 @@ async def publish(
 ) -> Published:
     """Put `idl` on chain (replacing a different one); `authority` must be the program's upgrade authority."""
     compressed = compress(idl, program_id)
-    if HEADER + len(compressed) > MAX_ACCOUNT:
+    if len(compressed) > MAX_IDL:
         raise TransactionFailed(
-            f"the compressed IDL is {len(compressed)} bytes; at most {MAX_ACCOUNT - HEADER} fit"
+            f"the compressed IDL is {len(compressed)} bytes; at most {MAX_IDL} are published"
         )
     address = idl_address(program_id)
     existing = await fetch(rpc, program_id)
@@ -130,7 +139,11 @@ async def publish(
         await rpc.send(
             [close_instruction(authority.pubkey(), program_id, authority.pubkey())], authority
         )
-    await rpc.send([create_instruction(authority.pubkey(), program_id, len(compressed))], authority)
+    room = min(len(compressed), CREATE_LIMIT - HEADER)  # one Create, then Resize 10 KiB at a time
+    await rpc.send([create_instruction(authority.pubkey(), program_id, room)], authority)
+    while room < len(compressed):
+        room = min(len(compressed), room + GROWTH)
+        await rpc.send([resize_instruction(authority.pubkey(), program_id, room)], authority)
     chunks = [compressed[i : i + WRITE_CHUNK] for i in range(0, len(compressed), WRITE_CHUNK)]
     for chunk in chunks:  # in order: each Write appends
         await rpc.send([write_instruction(authority.pubkey(), program_id, chunk)], authority)

@@ -77,6 +77,8 @@ class RunConfig:
     )
     verification_percent: int = 0  # share of trainers' steps verifiers replay and check (0..100)
     pipeline_depth: int = 2  # step s trains on the weights after step s - pipeline_depth (2..4)
+    # epochs a convicted wallet and its node key sit out after the conviction's (1..MAX_BAN_EPOCHS)
+    conviction_ban_epochs: int = 4
 
 
 @dataclass(frozen=True)

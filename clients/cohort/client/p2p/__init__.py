@@ -21,7 +21,7 @@ from .http_transport import HttpTransport
 from .identity import NodeId, NodeKey
 from .iroh_transport import IrohConfig, IrohTransport
 from .manifest import Manifest
-from .node import P2PNode
+from .node import NodeStats, P2PNode
 from .transport import (
     PeerAddress,
     PeerRejected,
@@ -53,6 +53,7 @@ __all__ = [
     "Manifest",
     "NodeId",
     "NodeKey",
+    "NodeStats",
     "P2PNode",
     "PeerAddress",
     "PeerRejected",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from .allowlist import Allowlist
@@ -25,6 +26,31 @@ from .identity import NodeId, NodeKey
 from .iroh_transport import IrohConfig, IrohTransport
 from .manifest import Manifest
 from .transport import PeerAddress, Transport
+
+# gossip counters that say why a message may not have arrived (what it refused or failed to pass on)
+GOSSIP_TROUBLE = (
+    "rejected",
+    "stale",
+    "future",
+    "over_quota",
+    "push_failures",
+    "dropped_backlog",
+    "silent_suspected",
+)
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    """A node's counters so far, as a client reports them."""
+
+    sent: int  # bytes, every protocol (see `traffic`)
+    received: int
+    uploaded: (
+        int  # blob bytes served plus request bytes sent (gossip pushes and repairs not counted)
+    )
+    requests: int  # sent and served: requests, not bytes, are what a peer's CPU pays for
+    dials: int
+    gossip_trouble: dict[str, int]  # the GOSSIP_TROUBLE counters that are not zero
 
 
 class P2PNode:
@@ -72,6 +98,18 @@ class P2PNode:
         received = self.fetcher.bytes_fetched + g.push_bytes_received + g.repair_bytes_received
         return sent, received
 
+    def stats(self) -> NodeStats:
+        sent, received = self.traffic()
+        t, g = self.transport.stats, self.gossip.stats
+        return NodeStats(
+            sent=sent,
+            received=received,
+            uploaded=self.blob_server.bytes_served + t.request_bytes_sent,
+            requests=t.requests_sent + t.requests_served,
+            dials=t.dials,
+            gossip_trouble={k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)},
+        )
+
     async def start(self) -> None:
         await self.transport.start()
         await self.gossip.start()
@@ -109,6 +147,23 @@ class P2PNode:
     def add_blob(self, data: bytes, round: int) -> bytes:
         return self.store.put(data, round)
 
+    def blob(self, blob: bytes) -> bytes | None:
+        """A blob we hold (made here or fetched and verified), or None."""
+        return self.store.get(blob)
+
+    def keep_directory(self, root: Path, manifest: Manifest, round: int) -> bytes:
+        """Serve a directory's parts from disk (e.g. a trainer's committed states) until `round` is collected;
+        returns its manifest hash."""
+        return self.store.put_directory(root, manifest, round)
+
+    def collect(self, before_round: int) -> int:
+        """Forget the blobs kept for rounds before `before_round`; returns how many went."""
+        return self.store.gc(before_round)
+
+    def copies_served(self, blob: bytes) -> int:
+        """Copies of `blob` delivered in full so far (recent blobs only)."""
+        return self.blob_server.served.get(blob, 0)
+
     def providers_for(self, announcer: NodeId) -> list[PeerAddress]:
         """Where to fetch a blob that `announcer` announced: the announcer first, then our gossip
         neighbours in random order (they heard the announcement first and fetch it too; a peer
@@ -119,8 +174,9 @@ class P2PNode:
         return ([first] if first is not None else []) + others
 
     async def fetch_blob(
-        self, blob: bytes, providers: Sequence[PeerAddress], round: int, **kwargs
+        self, blob: bytes, providers: Sequence[PeerAddress], round: int | None = None, **kwargs
     ) -> bytes:
+        """The verified bytes of `blob` from `providers`, kept for `round` when one is given."""
         return await self.fetcher.fetch(blob, providers, round=round, **kwargs)
 
     # gossip

@@ -150,6 +150,7 @@ def _run_client(options: ClientOptions, leader: Leader | None) -> int:
     """The client until it finishes; its exit code (a refusal or failure said in one line on stderr). With
     the `leader` of a member's other ranks, losing one of them makes the client leave the run."""
     from . import Client
+    from .machine import LeaveEpoch
 
     client = Client(options)
     kept: set[asyncio.Task] = set()
@@ -161,7 +162,9 @@ def _run_client(options: ClientOptions, leader: Leader | None) -> int:
         with contextlib.suppress(
             Exception
         ):  # exit_run if the RPC answers in time: the chain need not drop us
-            await asyncio.wait_for(client.effects.leave("this member lost a rank"), LOST_GRACE)
+            await asyncio.wait_for(
+                client.effects.leave(LeaveEpoch(None, "this member lost a rank")), LOST_GRACE
+            )
         client.post(ClientRefused(ExitCode.ERROR, f"this member lost a rank: {error}"[:300]))
 
     async def run() -> ExitCode:

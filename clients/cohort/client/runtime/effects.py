@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from solders.keypair import Keypair
 
@@ -33,6 +33,7 @@ from .machine import (
     EpochPrepared,
     Fetch,
     FetchList,
+    Finish,
     HealthCheck,
     Join,
     LeaveEpoch,
@@ -50,9 +51,11 @@ from .machine import (
     Train,
     Trained,
     TrainFailed,
+    Transaction,
     TxDone,
     VoteWeights,
     WarmupWitness,
+    tx_name,
 )
 from .messages import Ready
 from .peers import decode_endpoint
@@ -60,22 +63,13 @@ from .rounds import round_step
 from .trainer import KEPT_STATES
 
 if TYPE_CHECKING:
-    from .loop import Client
+    from .host import ClientHost
 
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
 # steps of results and our own states kept for the verifiers the seed may draw and the committee of a dispute
 # a failed check opens (its seed is out by the round of s + 6 or so: CHECK_SEED_LAG 4, DISPUTE_SEED_LAG 3)
 KEPT_FOR_CHECKS = 10
-GOSSIP_TROUBLE = (
-    "rejected",
-    "stale",
-    "future",
-    "over_quota",
-    "push_failures",
-    "dropped_backlog",
-    "silent_suspected",
-)
 # A check's fetch of a trainer's committed states: the two manifests, then the parts its sample reads (the
 # sign plane and a few bands), given time in proportion to the bytes asked at the rate every member must
 # sustain (the fetcher's own minimum), and PART_TRIES tries per part before the trainer is reported.
@@ -98,7 +92,7 @@ CHECKPOINT_RETRY = (
 
 
 class Effects:
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ClientHost) -> None:
         self.c = client
         self.tasks: set[asyncio.Task] = set()
         self.payloads: dict[bytes, bytes] = {}  # our own results until published
@@ -110,8 +104,58 @@ class Effects:
         self.last_eval = None
 
     def carry_out(self, action: Action) -> None:
-        handler = getattr(self, "_" + type(action).__name__)
-        handler(action)
+        """Start what `action` asks (a type checker sees that every action is handled)."""
+        match action:
+            case Join():
+                self._join(action)
+            case LeaveEpoch():
+                self.spawn(self.leave(action), "leave")
+            case PrepareEpoch():
+                self.spawn(self._prepare(action), "prepare")
+            case Allow():
+                self.c.exchange.set_peers(self.addresses, action.members, action.overlay_key)
+            case AnnounceReady():
+                self._announce_ready(action)
+            case WarmupWitness():
+                self._warmup_witness(action)
+            case Train():
+                self.spawn(self._train(action), "train")
+            case Publish():
+                self._publish(action)
+            case Apply():
+                self.spawn(self._apply(action), "apply")
+            case SaveCheckpoint():
+                self.spawn(self._save(action), "checkpoint")
+            case Fetch():
+                self.c.exchange.fetch(
+                    action.step, action.sender, action.commitment, action.batch, action.decided
+                )
+            case FetchList():
+                self.c.exchange.fetch_list(action.step, action.root, action.holders, action.clients)
+            case ServeList():
+                self.c.exchange.keep_list(action.results)
+            case SubmitWitness():
+                self._submit_witness(action)
+            case ReadRecords():
+                self.spawn(self._read_records(action), "records")
+            case HealthCheck():
+                self._health_check(action)
+            case ReportEquivocation():
+                self._report_equivocation(action)
+            case Check():
+                self.spawn(self._check(action), "check")
+            case ReportCheck():
+                self._report_check(action)
+            case Tick():
+                self._tx(action, lambda: self.c.chain.tick(self.c.wallet, self.c.run_address))
+            case VoteWeights():
+                self._vote_weights(action)
+            case Emit():
+                self.c.events.emit(action.event, **action.fields)
+            case Finish():
+                pass  # the loop handles it
+            case _:
+                assert_never(action)
 
     # -- plumbing -----------------------------------------------------------------------------------
     def spawn(self, coro: Awaitable[Any], what: str) -> asyncio.Task:
@@ -128,19 +172,22 @@ class Effects:
                 "task_failed", what=what, error=f"{type(error).__name__}: {error}"[:300]
             )
 
-    def _tx(self, kind: str, key: int, request: Callable[[], Awaitable[Any]]) -> None:
+    def _tx(self, action: Transaction, request: Callable[[], Awaitable[Any]]) -> None:
+        """Send a transaction; its outcome comes back as a TxDone carrying `action`."""
+        kind = tx_name(action)
+
         async def send() -> None:
             try:
                 await request()
             except ProgramError as e:
-                self.c.post(TxDone(kind, key, False, e.name))
+                self.c.post(TxDone(action, False, e.name))
             except InsufficientFunds:
-                self.c.post(TxDone(kind, key, False, "InsufficientFunds"))
+                self.c.post(TxDone(action, False, "InsufficientFunds"))
             except CohortError as e:
                 self.c.events.emit("rpc_error", what=kind, error=str(e)[:300])
-                self.c.post(TxDone(kind, key, False, "rpc"))
+                self.c.post(TxDone(action, False, "rpc"))
             else:
-                self.c.post(TxDone(kind, key, True))
+                self.c.post(TxDone(action, True))
 
         self.spawn(send(), kind)
 
@@ -150,15 +197,12 @@ class Effects:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
     # -- membership ---------------------------------------------------------------------------------
-    def _Join(self, action: Join) -> None:
+    def _join(self, action: Join) -> None:
         c = self.c
-        self._tx("join", 0, lambda: c.chain.join_run(c.wallet, c.run_address, Keypair.from_seed(c.node_key.secret),
+        self._tx(action, lambda: c.chain.join_run(c.wallet, c.run_address, Keypair.from_seed(c.node_key.secret),
                                                      c.endpoint, throughput=action.throughput))  # fmt: skip
 
-    def _LeaveEpoch(self, action: LeaveEpoch) -> None:
-        self.spawn(self.leave(action.reason), "leave")
-
-    async def leave(self, reason: str) -> None:
+    async def leave(self, action: LeaveEpoch) -> None:
         """Leave the epoch: exit_run first (so the chain stops counting on us at once), then stop our
         model work and forget the epoch's peers and fetches."""
         c = self.c
@@ -166,15 +210,12 @@ class Effects:
         if run is not None and any(e.signer == c.wallet.pubkey() for e in run.registry):
             try:
                 await c.chain.exit_run(c.wallet, c.run_address)
-                c.events.emit("exited", reason=reason)
+                c.events.emit("exited", reason=action.reason)
             except CohortError as e:
                 c.events.emit("tx_failed", what="exit_run", error=str(e)[:300])
         c.worker.abort()
         c.exchange.reset()
-        c.post(TxDone("leave", 0, True))
-
-    def _PrepareEpoch(self, action: PrepareEpoch) -> None:
-        self.spawn(self._prepare(action), "prepare")
+        c.post(TxDone(action, True))
 
     async def _prepare(self, action: PrepareEpoch) -> None:
         """This epoch's peers (their Endpoint accounts) and starting weights (ours, the run's first, or the
@@ -292,25 +333,15 @@ class Effects:
                 c.events.emit("peer_bad_endpoint", index=client.index, error=str(e))
         return out
 
-    def _Allow(self, action: Allow) -> None:
-        self.c.exchange.set_peers(self.addresses, action.members, action.overlay_key)
-
-    def _AnnounceReady(self, action: AnnounceReady) -> None:
+    def _announce_ready(self, action: AnnounceReady) -> None:
         c = self.c
         self.spawn(c.node.announce(c.latest.progress.step, Ready(action.epoch).encode()), "ready")  # type: ignore[union-attr]
 
-    def _WarmupWitness(self, action: WarmupWitness) -> None:
+    def _warmup_witness(self, action: WarmupWitness) -> None:
         c = self.c
-        self._tx(
-            "warmup_witness",
-            action.index,
-            lambda: c.chain.warmup_witness(c.wallet, c.run_address, action.index),
-        )
+        self._tx(action, lambda: c.chain.warmup_witness(c.wallet, c.run_address, action.index))
 
     # -- the model ----------------------------------------------------------------------------------
-    def _Train(self, action: Train) -> None:
-        self.spawn(self._train(action), "train")
-
     async def _train(self, action: Train) -> None:
         c = self.c
         trainer = await c.trainer_ready
@@ -326,7 +357,7 @@ class Effects:
         ):  # the run verifies: our state after this step, served from disk under its hash
             # kept as long as the replica keeps it (KEPT_STATES steps), well past its results: a check of it may
             # start late behind slow links and busy verifiers, and it costs disk, not memory
-            c.node.store.put_directory(
+            c.node.keep_directory(
                 out.state.root, out.state.manifest, action.step + STATE_EXTRA_ROUNDS
             )
         self.own[action.step] = commitment
@@ -353,20 +384,17 @@ class Effects:
         c.events.emit("evaluated", step=step, loss=round(result.loss, 5), perplexity=round(result.perplexity, 3),
                       tokens=result.tokens, seconds=round(seconds, 4))  # fmt: skip
 
-    def _Publish(self, action: Publish) -> None:
+    def _publish(self, action: Publish) -> None:
         payload = self.payloads.pop(action.commitment)
         self.spawn(
             self.c.exchange.publish(action.step, action.batch, action.commitment, payload),
             "publish",
         )
 
-    def _Apply(self, action: Apply) -> None:
-        self.spawn(self._apply(action), "apply")
-
     async def _apply(self, action: Apply) -> None:
         c = self.c
         trainer = await c.trainer_ready
-        payloads = [c.node.store.get(commitment) for commitment in action.commitments]
+        payloads = [c.node.blob(commitment) for commitment in action.commitments]
         if any(p is None for p in payloads):  # the machine asks only for what we hold: a bug if not
             raise RuntimeError(
                 f"step {action.step}: a decided result is no longer in the blob store"
@@ -390,22 +418,16 @@ class Effects:
             raise
         # kept for the verifiers the seed may draw, and for peers behind us: a client whose view of the chain
         # jumped finds each decision in the chain's DECISION_WINDOW (8 rounds) and its results here
-        c.node.store.gc(action.step - 1 - KEPT_FOR_CHECKS)
+        c.node.collect(action.step - 1 - KEPT_FOR_CHECKS)
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
         c.events.emit("apply_time", step=action.step, seconds=round(seconds, 4))
-        sent, received = c.node.traffic()
+        # gossip's trouble says why a result may not arrive; requests, not bytes, are what a peer's CPU pays for
+        stats = c.node.stats()
         own = self.own.get(action.step)
-        uploads = c.node.blob_server.served.get(own, 0) if own is not None else None
-        g = (
-            c.node.gossip.stats
-        )  # what gossip refused or failed to pass on so far: why a result may not arrive
-        trouble = {k: getattr(g, k) for k in GOSSIP_TROUBLE if getattr(g, k)}
-        t = c.node.transport.stats  # requests, not bytes, are what a peer's CPU pays for
-        c.events.emit("traffic", step=action.step, sent=sent, received=received, own_uploads=uploads, gossip=trouble,
-                      requests=t.requests_sent + t.requests_served, dials=t.dials, peers=len(self.addresses))  # fmt: skip
-
-    def _SaveCheckpoint(self, action: SaveCheckpoint) -> None:
-        self.spawn(self._save(action), "checkpoint")
+        uploads = c.node.copies_served(own) if own is not None else None
+        c.events.emit("traffic", step=action.step, sent=stats.sent, received=stats.received, own_uploads=uploads,
+                      gossip=stats.gossip_trouble, requests=stats.requests, dials=stats.dials,
+                      peers=len(self.addresses))  # fmt: skip
 
     async def _save(self, action: SaveCheckpoint) -> None:
         c = self.c
@@ -426,29 +448,15 @@ class Effects:
             self.spawn(publish_to_hub(c, hub, info, action.epoch, action.step), "hub_upload")
 
     # -- peers --------------------------------------------------------------------------------------
-    def _Fetch(self, action: Fetch) -> None:
-        self.c.exchange.fetch(
-            action.step, action.sender, action.commitment, action.batch, action.decided
-        )
-
-    def _FetchList(self, action: FetchList) -> None:
-        self.c.exchange.fetch_list(action.step, action.root, action.holders, action.clients)
-
-    def _ServeList(self, action: ServeList) -> None:
-        self.c.exchange.keep_list(action.results)
-
     # -- transactions -------------------------------------------------------------------------------
-    def _SubmitWitness(self, action: SubmitWitness) -> None:
+    def _submit_witness(self, action: SubmitWitness) -> None:
         c = self.c
         c.exchange.keep_list(action.results)
         loss, tokens, seconds = self.last_loss or (0.0, 0, 0.0)
-        stats = c.node.transport.stats
         metadata = {
             "loss": float(loss),
             "tokens_per_sec": float(tokens / seconds) if seconds else 0.0,
-            "bytes_sent": int(
-                getattr(c.node.blob_server, "bytes_served", 0) + stats.request_bytes_sent
-            ),
+            "bytes_sent": int(c.node.stats().uploaded),
             "bytes_received": int(c.exchange.bytes_received),
             "eval_loss": float(self.last_eval.loss) if self.last_eval else 0.0,
             "eval_tokens": int(self.last_eval.tokens) if self.last_eval else 0,
@@ -462,38 +470,34 @@ class Effects:
             position=action.position,
             attested=len(action.results.entries),
         )
-        self._tx("witness", action.step, lambda: c.chain.witness(c.wallet, c.run_address, args))
+        self._tx(action, lambda: c.chain.witness(c.wallet, c.run_address, args))
 
-    def _ReadRecords(self, action: ReadRecords) -> None:
-        async def read() -> None:
-            run = self.c.latest
-            assert run is not None
-            # by step, against the newest Run: a round may have started since the machine asked, and the
-            # records must be those of the round the report is about, not of the one now before the current
-            back = round_step(run) - action.step
-            try:
-                records = await self.c.chain.round_records(run, back) if back >= 0 else ()
-            except CohortError as e:
-                self.c.events.emit("rpc_error", what="round_records", error=str(e)[:300])
-                return
-            self.c.post(RecordsRead(action.step, records))
+    async def _read_records(self, action: ReadRecords) -> None:
+        run = self.c.latest
+        assert run is not None
+        # by step, against the newest Run: a round may have started since the machine asked, and the
+        # records must be those of the round the report is about, not of the one now before the current
+        back = round_step(run) - action.step
+        try:
+            records = await self.c.chain.round_records(run, back) if back >= 0 else ()
+        except CohortError as e:
+            self.c.events.emit("rpc_error", what="round_records", error=str(e)[:300])
+            return
+        self.c.post(RecordsRead(action.step, records))
 
-        self.spawn(read(), "records")
-
-    def _HealthCheck(self, action: HealthCheck) -> None:
+    def _health_check(self, action: HealthCheck) -> None:
         c = self.c
         for start in range(0, len(action.indices), 32):
             chunk = list(action.indices[start : start + 32])
             c.events.emit("health_check", step=action.step, dropped=chunk)
             self._tx(
-                "health_check",
-                action.step,
+                action,
                 lambda chunk=chunk: c.chain.health_check(
                     c.wallet, c.run_address, action.step, chunk
                 ),
             )
 
-    def _ReportEquivocation(self, action: ReportEquivocation) -> None:
+    def _report_equivocation(self, action: ReportEquivocation) -> None:
         from cohort.sdk.client import SignedResult
 
         c = self.c
@@ -504,14 +508,11 @@ class Effects:
         def signed(r: Any) -> SignedResult:
             return SignedResult(run.epoch_number, r.step, r.batch, r.commitment, r.signature)
 
-        self._tx("report_equivocation", action.index,
+        self._tx(action,
                  lambda: c.chain.report_equivocation(c.wallet, c.run_address, action.index, node,
                                                      signed(action.first), signed(action.second)))  # fmt: skip
 
     # -- verification ------------------------------------------------------------------------------
-    def _Check(self, action: Check) -> None:
-        self.spawn(self._check(action), "check")
-
     async def _check(self, action: Check) -> None:
         """Fetch the trainer's two committed states from it and replay its step on the model worker."""
         c = self.c
@@ -530,7 +531,7 @@ class Effects:
                 )
             )
 
-        published, previous = c.node.store.get(action.commitment), c.node.store.get(action.previous)
+        published, previous = c.node.blob(action.commitment), c.node.blob(action.previous)
         if published is None or previous is None or not trainer.can_verify(action.step):
             return done(False, "we no longer hold what the check replays from")
         after, before = trainer.check(published).state, trainer.check(previous).state
@@ -544,7 +545,7 @@ class Effects:
         seed = sample_seed(action.seed, action.trainer, action.step)
         try:
             async with asyncio.timeout(MANIFEST_DEADLINE):
-                manifests = [await c.node.fetcher.fetch(h, holder, max_size=trainer.state_manifest_limit)
+                manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit)
                              for h in (before, after)]  # fmt: skip
         except (BlobFetchError, OSError, TimeoutError) as e:
             return done(
@@ -590,7 +591,7 @@ class Effects:
         """Fetch the parts a check reads into `parts`, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times,
         within a deadline that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails
         every try)."""
-        fetcher = self.c.node.fetcher
+        node = self.c.node
         queue = list(reversed(wanted))
 
         async def worker() -> None:
@@ -598,7 +599,7 @@ class Effects:
                 h = queue.pop()
                 for attempt in range(PART_TRIES):
                     try:
-                        parts.add(h, await fetcher.fetch(h, holder, max_size=PART_SIZE))
+                        parts.add(h, await node.fetch_blob(h, holder, max_size=PART_SIZE))
                         break
                     except BlobFetchError:
                         if attempt == PART_TRIES - 1:
@@ -615,22 +616,12 @@ class Effects:
         ) as failed:  # a worker's failure, as the caller expects it (not a group)
             raise failed.exceptions[0] from None
 
-    def _ReportCheck(self, action: ReportCheck) -> None:
+    def _report_check(self, action: ReportCheck) -> None:
         c = self.c
-        self._tx("report_check", action.step << 16 | action.trainer,
+        self._tx(action,
                  lambda: c.chain.report_check(c.wallet, c.run_address, action.step, action.trainer, action.failure))  # fmt: skip
 
-    def _Tick(self, action: Tick) -> None:
+    def _vote_weights(self, action: VoteWeights) -> None:
         c = self.c
-        self._tx("tick", action.nonce, lambda: c.chain.tick(c.wallet, c.run_address))
-
-    def _VoteWeights(self, action: VoteWeights) -> None:
-        c = self.c
-        self._tx("vote_weights", action.step,
+        self._tx(action,
                  lambda: c.chain.vote_weights(c.wallet, c.run_address, action.index, action.step, action.manifest))  # fmt: skip
-
-    def _Emit(self, action: Emit) -> None:
-        self.c.events.emit(action.event, **action.fields)
-
-    def _Finish(self, action: Any) -> None:  # the loop handles it
-        pass

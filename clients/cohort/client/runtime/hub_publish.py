@@ -20,13 +20,13 @@ from cohort.sdk.models import Checkpoint
 from ..checkpoint import CheckpointError, CheckpointInfo, HubUpload
 
 if TYPE_CHECKING:
-    from .loop import Client
+    from .host import ClientHost
 
 VOTE_WAIT = 120.0  # seconds after the upload for the finishers' vote to settle on our weights
 
 
 async def publish_to_hub(
-    c: Client, hub: HubUpload, info: CheckpointInfo, epoch: int, step: int
+    c: ClientHost, hub: HubUpload, info: CheckpointInfo, epoch: int, step: int
 ) -> str | None:
     """Upload `info`'s directory and point the run at it; the revision uploaded (None when the upload
     failed). Every outcome is an event: hub_uploaded, hub_pointed, hub_not_pointed, hub_upload_failed."""
@@ -48,7 +48,7 @@ async def publish_to_hub(
     return revision
 
 
-async def _point(c: Client, repo: str, revision: str, manifest: bytes, step: int) -> str:
+async def _point(c: ClientHost, repo: str, revision: str, manifest: bytes, step: int) -> str:
     """Send the `checkpoint` instruction once the chain's record holds our weights; why not, or ""."""
     until = time.monotonic() + VOTE_WAIT
     while True:

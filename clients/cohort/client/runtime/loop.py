@@ -4,7 +4,7 @@
     follow       the run's state over websocket (its hot prefix only, during rounds), supervised
     loop         every event -> machine.handle -> actions -> effects, which post events back
 
-`await Client(options).run()` returns an exit code. The decisions are in machine.py (pure, unit-tested);
+`await Client(options).run()` returns an exit code. The decisions are in machine/ (pure, unit-tested);
 what each action does is in effects.py; this file only wires them together.
 """
 
@@ -25,13 +25,13 @@ from cohort.sdk.presets import TrainingSpec
 from cohort.sdk.rpc import Rpc
 
 from ..p2p import NodeKey, P2PNode
-from .connect import build_trainer, connect, install_signals, start_p2p
+from .connect import ChainLink, PeerSide, build_trainer, connect, install_signals, start_p2p
 from .effects import Effects
 from .events import Events
 from .exchange import Exchange
 from .machine import ChainUpdate, ClientMachine, Finish, RunClosed, StopRequested, TimerFired
 from .options import ClientOptions, ClientRefused, ExitCode
-from .replica import Replica
+from .replica import PayloadHeader, Replica
 from .rounds import observe
 from .weights import CheckpointShelf
 from .worker import ModelWorker
@@ -42,7 +42,7 @@ TIMER = 0.2  # seconds: the machine hears the time pass at least this often
 class Client:
     """Handles to the chain, peers and model, and the inbox the machine reads; no decisions are kept here."""
 
-    # set up by connect.py before the loop starts
+    # the handles connect.py made (ChainLink, PeerSide), kept here before the loop starts
     core: CoordinatorCore
     rpc: Rpc
     chain: RunClient
@@ -84,14 +84,19 @@ class Client:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 self._open_metrics()
-                await connect(self, stack)
-                await start_p2p(self, stack)
+                link = await connect(self.options, self.events, stack)
+                self._keep_chain(link)
+                peers = await start_p2p(self.options, link, self.events, self.post, self._check,
+                                        self._payload_size, stack)  # fmt: skip
+                self._keep_peers(peers)
                 self.machine = ClientMachine(self.core, self.wallet.pubkey())
                 self.effects = Effects(self)
                 stack.push_async_callback(self.effects.close)
-                self.trainer_ready = asyncio.ensure_future(build_trainer(self))
+                self.trainer_ready = asyncio.ensure_future(
+                    build_trainer(self.options, link, peers, self.events, self.post)
+                )
                 stack.callback(self.trainer_ready.cancel)
-                install_signals(self)
+                install_signals(self.stop)
                 follower = asyncio.ensure_future(self._follow())
                 stack.callback(follower.cancel)
                 return await self._loop()
@@ -101,6 +106,24 @@ class Client:
             return refusal.code
         finally:
             self.events.close()
+
+    def _keep_chain(self, link: ChainLink) -> None:
+        self.wallet, self.core, self.rpc, self.chain = link.wallet, link.core, link.rpc, link.chain
+        self.latest, self.run_address, self.spec = link.run, link.run.address, link.spec
+        self.time_offset = link.time_offset
+
+    def _keep_peers(self, peers: PeerSide) -> None:
+        self.node_key, self.node, self.endpoint = peers.node_key, peers.node, peers.endpoint
+        self.worker, self.exchange, self.shelf = peers.worker, peers.exchange, peers.shelf
+
+    def _check(self, payload: bytes) -> PayloadHeader:
+        """A peer's payload checked by our model's codec (refused until the model is built)."""
+        if not self.trainer_ready.done():
+            raise ValueError("no model yet to check results against")
+        return self.trainer_ready.result().check(payload)
+
+    def _payload_size(self) -> int:
+        return self.trainer_ready.result().payload_size if self.trainer_ready.done() else 0
 
     def _open_metrics(self) -> None:
         """--metrics / --metrics-port: sinks that see every event from here on (closed with the events)."""

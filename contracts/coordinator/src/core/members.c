@@ -41,6 +41,17 @@ uint64_t coord_init(Run *run, const uint8_t run_id[COORD_RUN_ID_LEN], const SolP
   return SUCCESS;
 }
 
+/* The epoch a join made now is for: the next one while an epoch runs (Warmup to Cooldown), else the one that
+   starts next (progress.epoch counted up when the last one ended). Bans are kept in these numbers. */
+static uint64_t joining_epoch(const Run *run) {
+  uint8_t s = run->run_state;
+  bool running = s == RUN_STATE_WARMUP || s == RUN_STATE_ROUND_TRAIN || s == RUN_STATE_ROUND_WITNESS || s == RUN_STATE_COOLDOWN;
+  return (uint64_t)run->progress.epoch + (running ? 1 : 0);
+}
+
+/* A conviction's record still bars its wallet and node key from the epoch a join now is for. */
+static bool banned(const Run *run, const RegistryEntry *entry) { return entry->banned_until > joining_epoch(run); }
+
 /* Remove registry entry r by moving the last entry into its place; epoch members follow the move. */
 static void registry_remove(Run *run, uint64_t r) {
   uint64_t last = run->registry_len - 1;
@@ -67,6 +78,7 @@ static uint64_t stale_registry_entry(const Run *run) {
   uint64_t best = NOT_FOUND;
   for (uint64_t r = 0; r < run->registry_len; r++) {
     if (run->registry[r].join_marker == run->next_active || coord_bit(members, r) || run->registry[r].earned) continue;
+    if (banned(run, &run->registry[r])) continue; /* the record of a conviction lasts its ban */
     if (best == NOT_FOUND || run->registry[r].join_marker < run->registry[best].join_marker) best = r;
   }
   return best;
@@ -93,6 +105,17 @@ static bool identity_taken(const Run *run, const SolPubkey *signer, const SolPub
   return false;
 }
 
+/* The wallet, or the node key, was convicted and its ban is not over (a node key moved to a fresh wallet
+   stays barred, and so does the wallet with a fresh key). */
+static bool join_barred(const Run *run, const SolPubkey *signer, const SolPubkey *p2p_identity) {
+  for (uint64_t i = 0; i < run->registry_len; i++) {
+    const RegistryEntry *entry = &run->registry[i];
+    if ((sol_pubkey_eq(&entry->signer, signer) || sol_pubkey_eq(&entry->p2p_identity, p2p_identity)) && banned(run, entry))
+      return true;
+  }
+  return false;
+}
+
 /* The node's key is proven by the program (an Ed25519 instruction in the same transaction, over a message
    that names the join marker, so it is good for this joining window only); the core checks what is about
    the run. The endpoint goes to the wallet's Endpoint account (the program writes it) and ClientJoined. */
@@ -105,6 +128,7 @@ uint64_t coord_join(Run *run, const CoordEnv *env, const SolPubkey *signer, cons
   if (run->run_state == RUN_STATE_WARMUP) return ERR_JOIN_DURING_WARMUP;
   if (!endpoint_is_canonical(args->endpoint)) return ERR_ENDPOINT_INVALID;
   if (args->_pad != 0) return ERR_NON_CANONICAL;
+  if (join_barred(run, signer, &args->p2p_identity)) return ERR_BANNED;
   if (identity_taken(run, signer, &args->p2p_identity)) return ERR_IDENTITY_TAKEN;
   uint64_t r = find_registry(run, signer);
   bool already_pending = r != NOT_FOUND && run->registry[r].join_marker == run->next_active;
@@ -152,16 +176,51 @@ bool coord_points_unclaimed(const Run *run) {
   return false;
 }
 
+/* The registry entry that keeps a convicted member's record: its own, or, if it exited, a fresh one (it may
+   have joined again since: then that one). NOT_FOUND only when all MAX_CLIENTS entries must stay. */
+static uint64_t conviction_entry(Run *run, Client *c) {
+  if (c->registry_index < run->registry_len) return c->registry_index;
+  uint64_t r = find_registry(run, &c->signer);
+  if (r == NOT_FOUND) {
+    if (run->registry_len >= COORD_MAX_CLIENTS) {
+      uint64_t stale = stale_registry_entry(run);
+      if (stale == NOT_FOUND) return NOT_FOUND;
+      registry_remove(run, stale);
+    }
+    r = run->registry_len++;
+    sol_memset(&run->registry[r], 0, sizeof(RegistryEntry));
+    run->registry[r].signer = c->signer;
+  }
+  c->registry_index = (uint16_t)r;
+  return r;
+}
+
+/* Convictions are taken only while the epoch runs (Warmup to Cooldown; report_check's window too), so every
+   conviction of a member comes before its epoch's points are credited (at the epoch's end, to healthy members
+   only): points vest when they are credited, and claiming, settling or exiting early moves none a conviction
+   could still take. A conviction forfeits the epoch's points (a convicted member is not credited), what the
+   registry entry holds, and bars the wallet and the node key it was convicted with for conviction_ban_epochs
+   epochs after this one (RegistryEntry.banned_until, kept while the ban lasts: joins and slashing read it). */
 uint64_t coord_convict(Run *run, const CoordEnv *env, Conviction *conviction) {
+  uint8_t s = run->run_state;
+  if (s != RUN_STATE_WARMUP && s != RUN_STATE_ROUND_TRAIN && s != RUN_STATE_ROUND_WITNESS && s != RUN_STATE_COOLDOWN)
+    return ERR_INVALID_RUN_STATE; /* the epoch is over: its points were credited */
   if (conviction->index >= run->epoch.clients_len) return ERR_NOT_IN_EPOCH;
   Client *c = &run->clients[conviction->index];
   if (c->state == CLIENT_STATE_CONVICTED) return ERR_NO_CHANGE;
   if (c->state == CLIENT_STATE_HEALTHY) c->exited_height = coord_current_round(run)->height;
   c->state = CLIENT_STATE_CONVICTED;
   conviction->forfeited = 0;
-  if (c->registry_index < run->registry_len) {
-    conviction->forfeited = run->registry[c->registry_index].earned;
-    run->registry[c->registry_index].earned = 0;
+  uint64_t r = conviction_entry(run, c);
+  if (r != NOT_FOUND) {
+    RegistryEntry *entry = &run->registry[r];
+    conviction->forfeited = entry->earned;
+    entry->earned = 0;
+    if (entry->join_marker == run->next_active) entry->join_marker = 0; /* its join for the next epoch is void */
+    entry->p2p_identity = c->p2p_identity; /* the key that cheated is the one barred */
+    uint64_t until = (uint64_t)run->epoch.epoch + 1 + run->config.conviction_ban_epochs;
+    if (until > 0xFFFFFFFFu) until = 0xFFFFFFFFu;
+    if (until > entry->banned_until) entry->banned_until = (uint32_t)until; /* never shortens a ban */
   }
   members_changed(run);
   ClientConvicted event = {0};
@@ -189,6 +248,7 @@ bool coord_withdraw_pending_join(Run *run, const SolPubkey *signer) {
 uint64_t coord_exit(Run *run, const CoordEnv *env, const SolPubkey *signer, uint64_t *points) {
   uint64_t r = find_registry(run, signer);
   if (r == NOT_FOUND) return ERR_NOT_A_CLIENT;
+  if (banned(run, &run->registry[r])) return ERR_BANNED; /* its record stays until the ban is over */
   *points = run->registry[r].earned;
   uint64_t i = find_epoch_client(run, signer);
   if (i != NOT_FOUND && run->clients[i].state == CLIENT_STATE_HEALTHY && run->run_state != RUN_STATE_WAITING_FOR_MEMBERS &&

@@ -76,6 +76,9 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
   if (c->max_share_ratio == 0 || c->max_share_ratio > 16) FAIL(ERR_CONFIG_INVALID, "max_share_ratio must be 1..16");
   if (c->verification_percent > 100) FAIL(ERR_CONFIG_INVALID, "verification_percent must be 0..100");
   if (c->pipeline_depth < 2 || c->pipeline_depth > 4) FAIL(ERR_CONFIG_INVALID, "pipeline_depth must be 2..4");
+  /* at least one: a convicted wallet must not be back in the very next epoch (a ban of none costs nothing) */
+  if (c->conviction_ban_epochs == 0 || c->conviction_ban_epochs > COORD_MAX_BAN_EPOCHS)
+    FAIL(ERR_CONFIG_INVALID, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)");
   /* padding is zero: an argument has one encoding, and stored bytes are equal exactly when values are */
   if (!bytes_are_zero(c->_pad, sizeof(c->_pad))) FAIL(ERR_NON_CANONICAL, "padding bytes (_pad) must be zero");
   return SUCCESS;

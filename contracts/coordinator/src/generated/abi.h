@@ -2,7 +2,8 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 8
+#define COORD_VERSION 9
+#define COORD_MAX_BAN_EPOCHS 10000
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
 #define COORD_NUM_ROUNDS 4
@@ -195,7 +196,8 @@ typedef struct {
   uint8_t max_share_ratio;
   uint8_t verification_percent;
   uint8_t pipeline_depth;
-  uint8_t _pad[6];
+  uint16_t conviction_ban_epochs;
+  uint8_t _pad[4];
 } RunConfig;
 SOL_STATIC_ASSERT(sizeof(RunConfig) == 64, "RunConfig layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, warmup_time) == 0, "RunConfig.warmup_time");
@@ -215,7 +217,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, witness_nodes) == 54, "RunConfig
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 55, "RunConfig.max_share_ratio");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, verification_percent) == 56, "RunConfig.verification_percent");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, pipeline_depth) == 57, "RunConfig.pipeline_depth");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 58, "RunConfig._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, conviction_ban_epochs) == 58, "RunConfig.conviction_ban_epochs");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 60, "RunConfig._pad");
 
 typedef struct {
   uint8_t name[COORD_NAME_LEN];
@@ -416,7 +419,7 @@ typedef struct {
   uint64_t earned;
   uint64_t join_marker;
   uint32_t throughput;
-  uint32_t _pad;
+  uint32_t banned_until;
 } RegistryEntry;
 SOL_STATIC_ASSERT(sizeof(RegistryEntry) == 88, "RegistryEntry layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, signer) == 0, "RegistryEntry.signer");
@@ -424,7 +427,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, p2p_identity) == 32, "Regist
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, earned) == 64, "RegistryEntry.earned");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, join_marker) == 72, "RegistryEntry.join_marker");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, throughput) == 80, "RegistryEntry.throughput");
-SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, _pad) == 84, "RegistryEntry._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, banned_until) == 84, "RegistryEntry.banned_until");
 
 /* Kept in the transaction and the WitnessSubmitted event for indexers; never stored. */
 typedef struct {
@@ -1052,3 +1055,4 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_INVALID_REASON 6056
 #define ERR_DISPUTES_FULL 6057
 #define ERR_DISPUTE_PENDING 6058
+#define ERR_BANNED 6059

@@ -1,5 +1,6 @@
 /* Anchor's IDL account protocol. Instruction data: the 8-byte tag, a u8 variant, then its Borsh fields:
-   0 Create { data_len: u64 }, 2 Write { data: Vec<u8> }, 4 SetAuthority { new_authority: Pubkey }, 5 Close.
+   0 Create { data_len: u64 }, 2 Write { data: Vec<u8> }, 4 SetAuthority { new_authority: Pubkey }, 5 Close,
+   6 Resize { data_len: u64 } (an IDL past what one Create may allocate grows 10 KiB a call, as Anchor's).
    The account lives at create_with_seed(base, "anchor:idl", program) with base = the program's PDA of no
    seeds, and holds: discriminator (sha256("account:IdlAccount")[..8]), authority, u32 length, then the
    zlib-compressed IDL JSON. Stricter than Anchor: only the program's upgrade authority may create it
@@ -16,7 +17,7 @@
 #define IDL_SEED "anchor:idl"
 #define IDL_SEED_LEN 10
 
-enum { IDL_CREATE = 0, IDL_WRITE = 2, IDL_SET_AUTHORITY = 4, IDL_CLOSE = 5 };
+enum { IDL_CREATE = 0, IDL_WRITE = 2, IDL_SET_AUTHORITY = 4, IDL_CLOSE = 5, IDL_RESIZE = 6 };
 
 static const SolPubkey LOADER_V3 = {{2,   168, 246, 145, 78,  136, 161, 176, 226, 16, 21,
                                      62,  247, 99,  174, 43,  0,   194, 185, 61,  22, 193,
@@ -141,6 +142,34 @@ __attribute__((noinline)) static uint64_t idl_set_authority(SolParameters *p, co
   return SUCCESS;
 }
 
+/* [idl (writable), authority (signer, writable), system_program]: room for `data_len` bytes of IDL, at most
+   SOL_MAX_PERMITTED_DATA_INCREASE (10 KiB, what one instruction may grow an account by) more than
+   the account holds, the authority paying the rent it then needs. Never shrinks. */
+__attribute__((noinline)) static uint64_t idl_resize(SolParameters *p, const uint8_t *body, uint64_t body_len) {
+  TRY(load_idl_account(p, 3));
+  if (body_len != 8) return ERR_INVALID_INSTRUCTION_DATA;
+  SolAccountInfo *idl = &p->ka[0], *authority = &p->ka[1], *system = &p->ka[2];
+  if (!authority->is_writable) return ERR_ACCOUNT_NOT_WRITABLE;
+  if (!sol_is_system_program(system->key)) return ERR_WRONG_PROGRAM;
+  uint64_t space;
+  if (!sol_add_u64(IDL_HEADER, sol_get_u64(body), &space)) return ERR_ARITHMETIC_OVERFLOW;
+  if (space < idl->data_len || space - idl->data_len > SOL_MAX_PERMITTED_DATA_INCREASE) return ERR_INVALID_INSTRUCTION_DATA;
+  uint64_t rent;
+  TRY(sol_rent_exempt_minimum(space, &rent));
+  if (*idl->lamports < rent) { /* System Transfer: u32 2 | lamports */
+    uint8_t transfer[4 + 8] = {2};
+    sol_put_u64(transfer + 4, rent - *idl->lamports);
+    SolAccountMeta metas[2] = {{authority->key, true, true}, {idl->key, true, false}};
+    SolInstruction instruction = {system->key, metas, 2, transfer, sizeof(transfer)};
+    SolAccountInfo infos[3] = {*authority, *idl, *system};
+    TRY(sol_invoke(&instruction, infos, 3));
+  }
+  uint64_t before = idl->data_len;
+  sol_account_set_data_len(idl, space);
+  sol_memset(idl->data + before, 0, space - before);
+  return SUCCESS;
+}
+
 /* [idl (writable), authority (signer), destination (writable)]: the rent goes to the destination. */
 __attribute__((noinline)) static uint64_t idl_close(SolParameters *p, uint64_t body_len) {
   TRY(load_idl_account(p, 3));
@@ -166,6 +195,7 @@ uint64_t anchor_idl(SolParameters *p) {
     case IDL_WRITE: return idl_write(p, body, body_len);
     case IDL_SET_AUTHORITY: return idl_set_authority(p, body, body_len);
     case IDL_CLOSE: return idl_close(p, body_len);
-    default: return ERR_INVALID_INSTRUCTION; /* CreateBuffer, SetBuffer, Resize: not needed, not offered */
+    case IDL_RESIZE: return idl_resize(p, body, body_len);
+    default: return ERR_INVALID_INSTRUCTION; /* CreateBuffer, SetBuffer: not needed, not offered */
   }
 }

@@ -18,7 +18,8 @@ from cohort.sdk.abi import encoding as _e
 
 PROGRAM = "coordinator"
 
-VERSION = 8
+VERSION = 9
+MAX_BAN_EPOCHS = 10000
 MAX_CLIENTS = 256
 MAX_WITNESSES = 32
 NUM_ROUNDS = 4
@@ -222,6 +223,7 @@ class RunConfig:
     max_share_ratio: int  # how much more (or less) data than the median member a fast (slow) one gets: 1..16, 1 = equal shares
     verification_percent: int  # share of trainers' steps that verifiers replay and check: 0..100 (0 = none)
     pipeline_depth: int  # step s trains on the weights after step s - pipeline_depth: 2..4; deeper hides slower links behind compute
+    conviction_ban_epochs: int  # epochs a convicted wallet and its node key are barred from after the conviction's: 1..MAX_BAN_EPOCHS
 
     SIZE: ClassVar[int] = 64
 
@@ -245,7 +247,8 @@ class RunConfig:
                 _e.u8(self.max_share_ratio, "RunConfig.max_share_ratio"),
                 _e.u8(self.verification_percent, "RunConfig.verification_percent"),
                 _e.u8(self.pipeline_depth, "RunConfig.pipeline_depth"),
-                bytes(6),
+                _e.u16(self.conviction_ban_epochs, "RunConfig.conviction_ban_epochs"),
+                bytes(4),
             )
         )
 
@@ -827,7 +830,7 @@ EXIT_RUN_DISCRIMINATOR = bytes.fromhex("f8c9b865deee242a")
 
 
 def exit_run(program_id: Pubkey, accounts: ExitRunAccounts) -> Instruction:
-    """Leave the run; frees the registry slot. Unclaimed points move to the Points account first."""
+    """Leave the run; frees the registry slot. Unclaimed points move to the Points account first. Refused (Banned) while a conviction's ban lasts: the entry keeps its record."""
     return Instruction(program_id, EXIT_RUN_DISCRIMINATOR, accounts.metas())
 
 
@@ -1118,7 +1121,7 @@ REPORT_EQUIVOCATION_DISCRIMINATOR = bytes.fromhex("8cfa88c709312910")
 
 
 def report_equivocation(program_id: Pubkey, accounts: ReportEquivocationAccounts, args: ReportEquivocationArgs) -> Instruction:
-    """Two earlier Ed25519 instructions of the same transaction hold the accused node key's signatures over two result statements for one step with different commitments: the member is convicted."""
+    """Two earlier Ed25519 instructions of the same transaction hold the accused node key's signatures over two result statements for one step with different commitments: the member is convicted (only while the epoch runs: its points are credited when it ends)."""
     return Instruction(program_id, REPORT_EQUIVOCATION_DISCRIMINATOR + args.encode(), accounts.metas())
 
 

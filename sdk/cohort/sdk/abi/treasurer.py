@@ -16,7 +16,7 @@ from cohort.sdk.abi import encoding as _e
 
 PROGRAM = "treasurer"
 
-COORD_RUN_VERSION = 8
+COORD_RUN_VERSION = 9
 COORD_RUN_SIZE = 64864
 COORD_RUN_VERSION_OFFSET = 8
 COORD_RUN_AUTHORITY_OFFSET = 38992
@@ -34,6 +34,7 @@ COORD_RUN_REGISTRY_OFFSET = 40288
 COORD_RUN_REGISTRY_LEN_OFFSET = 62816
 COORD_REGISTRY_ENTRY_SIZE = 88
 COORD_REGISTRY_SIGNER_OFFSET = 0
+COORD_REGISTRY_BANNED_UNTIL_OFFSET = 84
 COORD_MAX_CLIENTS = 256
 COORD_RUN_EPOCH_TIME_OFFSET = 39728
 COORD_RUN_COOLDOWN_TIME_OFFSET = 39720
@@ -140,7 +141,7 @@ class InitStakesArgs:
 
 @dataclass(frozen=True, kw_only=True)
 class SlashArgs:
-    index: int  # the convicted wallet's index in the Run's epoch clients
+    index: int  # the convicted wallet's index in the Run's epoch clients, or in its registry (a conviction's record)
 
     SIZE: ClassVar[int] = 8
 

@@ -78,7 +78,9 @@ def run(store: Store, status: IndexerStatus, key: str, cluster_url: str) -> dict
          "explorer_url": links.transaction_url(t["signature"], cluster_url)}
         for t in store.transactions(address)
     ]  # fmt: skip
+    rewards = {"rewards": s["rewards"]} if "rewards" in s else {}  # only runs with a treasury
     return {
+        **rewards,
         "address": address,
         "program": row["program"],
         "run_id": row["run_id"],

@@ -29,7 +29,8 @@ log = logging.getLogger("cohort.sdk.explorer")
 
 class Explorer:
     """Index `program_ids` on the cluster at `cluster_url` into `db_path` and serve the pages on
-    http://host:port (port 0: any free port; `url` tells which)."""
+    http://host:port (port 0: any free port; `url` tells which). With `treasurer_id`, runs that have a
+    treasury show their rewards."""
 
     def __init__(
         self,
@@ -43,6 +44,7 @@ class Explorer:
         poll_interval: float = 3.0,
         max_backoff: float = 30.0,
         core: CoordinatorCore | None = None,
+        treasurer_id: Pubkey | None = None,
     ) -> None:
         urls = [cluster_url] if isinstance(cluster_url, str) else list(cluster_url)
         self.cluster_url = urls[0]
@@ -53,7 +55,7 @@ class Explorer:
         ids = [program_ids] if isinstance(program_ids, Pubkey) else list(program_ids)
         self.indexer = Indexer(
             self.store, self.rpc, ids, ws_url=ws_url, core=core, poll_interval=poll_interval,
-            max_backoff=max_backoff, on_change=self.feed.publish,
+            max_backoff=max_backoff, on_change=self.feed.publish, treasurer_id=treasurer_id,
         )  # fmt: skip
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task | None = None

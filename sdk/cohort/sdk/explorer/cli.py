@@ -27,13 +27,26 @@ from . import DEFAULT_PORT
               help="Another coordinator program id to index beside the default one (repeatable).")  # fmt: skip
 @click.option("--poll-interval", type=click.FloatRange(0.1, 600), default=3.0, show_default=True,
               help="Seconds between polls when no websocket notification arrives.")  # fmt: skip
+@click.option("--treasurer-id", envvar="COHORT_TREASURER_ID", show_envvar=True,
+              help="The treasurer whose treasuries are shown with their runs. Default: [programs.<cluster>] "
+                   "treasurer, if any.")  # fmt: skip
 def explorer(settings, port: int, host: str, db: Path, extra: tuple[str, ...],
-             poll_interval: float) -> None:  # fmt: skip
+             poll_interval: float, treasurer_id: str | None) -> None:  # fmt: skip
     """Index runs into SQLite and serve the run explorer (JSON API + live pages)."""
+    from ..config import resolve_program_id
+    from ..treasurer import PROGRAM_NAME
     from .app import Explorer
     from .store import StoreError
 
     programs = [settings.program_id()]
+    try:
+        treasurer = resolve_program_id(
+            settings.workspace, settings.cluster, treasurer_id, PROGRAM_NAME
+        )
+    except ConfigError:
+        if treasurer_id:
+            raise  # a bad --treasurer-id is an error; no treasurer configured just shows no rewards
+        treasurer = None
     for text in extra:
         try:
             programs.append(Pubkey.from_string(text))
@@ -59,7 +72,7 @@ def explorer(settings, port: int, host: str, db: Path, extra: tuple[str, ...],
         await check_programs()
         try:
             ex = Explorer(settings.cluster.urls, settings.cluster.ws_url, programs, db, host, port,
-                          poll_interval=poll_interval)  # fmt: skip
+                          poll_interval=poll_interval, treasurer_id=treasurer)  # fmt: skip
         except StoreError as e:
             raise ConfigError(str(e)) from None
         try:

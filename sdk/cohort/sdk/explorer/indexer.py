@@ -67,6 +67,7 @@ class Indexer:
         poll_interval: float = 3.0,
         max_backoff: float = MAX_BACKOFF,
         on_change: Callable[[set[str]], None] = lambda _: None,
+        treasurer_id: Pubkey | None = None,
     ) -> None:
         if not program_ids:
             raise ValueError("the indexer needs at least one program id")
@@ -75,6 +76,11 @@ class Indexer:
         self.idl = self.core.idl
         self.programs = [str(p) for p in program_ids]
         self.clients = {str(p): RunClient(rpc, p, idl=self.idl) for p in program_ids}
+        # the treasurer whose treasuries are shown with their runs (None: no rewards shown)
+        self.treasurer_id = treasurer_id
+        self._treasurer_seen: str | None = (
+            None  # its newest transaction when the runs were last read
+        )
         self.poll_interval, self.max_backoff = poll_interval, max_backoff
         self.on_change = on_change
         self.status = IndexerStatus(rpc.url)
@@ -86,6 +92,8 @@ class Indexer:
     async def catch_up(self) -> int:
         """Index everything new on every program; returns the number of transactions stored."""
         stored = 0
+        treasurer_newest = await self._treasurer_newest()
+        rewards_moved = treasurer_newest != self._treasurer_seen
         for program in self.programs:
             touched: set[str] = set()
             signatures = await self._new_signatures(program)
@@ -102,12 +110,47 @@ class Indexer:
             if program not in self._checked_cursor:  # first catch-up: every run, closed ones found
                 touched |= await self.refresh_runs(program)
                 self._checked_cursor.add(program)
+            elif rewards_moved:  # a fund, claim, stake or slash: the runs' rewards are re-read
+                touched |= await self.refresh_runs(program)
             elif touched:
                 touched |= await self.refresh_runs(program, touched)
             if touched:
                 self.on_change(touched)
+        self._treasurer_seen = treasurer_newest  # only once the runs were read again
         self.status.transactions_indexed += stored
         return stored
+
+    async def _treasurer_newest(self) -> str | None:
+        """The treasurer's newest transaction: when it differs from the one seen at the last catch-up, the
+        runs are read again (a claim or a funding is no coordinator transaction, so nothing else tells)."""
+        if self.treasurer_id is None:
+            return None
+        newest = await self.rpc.raw_request(
+            "getSignaturesForAddress", [str(self.treasurer_id), {"limit": 1}]
+        )
+        return newest[0]["signature"] if newest else None
+
+    async def _rewards(self, client: RunClient, run: Run) -> dict | None:
+        """The run's treasury and members' rewards as JSON (None: no treasurer configured, or no treasury)."""
+        if self.treasurer_id is None:
+            return None
+        from ..rewards import RewardsError, rewards_status
+        from ..treasurer import Treasurer
+
+        settled = {}
+        for points in await client.points(run.address):
+            settled[points.wallet] = (points.claimed, points.unclaimed)
+        treasurer = Treasurer(self.treasurer_id, client.program_id)
+        try:
+            status = await rewards_status(self.rpc, treasurer, run.address, settled)
+        except (
+            IdlError,
+            ValueError,
+            RewardsError,
+        ) as e:  # another coordinator's treasury, or layout
+            log.warning("the treasury of run %s is not shown: %s", run.address, e)
+            return None
+        return None if status is None else status.to_json()
 
     async def _new_signatures(self, program: str) -> list[dict]:
         """Signatures newer than the cursor, oldest first (successful or not)."""
@@ -195,6 +238,9 @@ class Indexer:
             except (IdlError, ValueError) as e:  # a program whose layout is not this IDL's
                 log.warning("run %s does not decode with this IDL: %s", address, e)
                 continue
+            rewards = await self._rewards(client, run)
+            if rewards is not None:  # a run without a treasury keeps the summary it always had
+                snapshot["rewards"] = rewards
             if self.store.put_run(str(address), program, run.run_id, snapshot, now):
                 changed.add(str(address))
         gone = self.store.mark_closed(program, present, among=only)

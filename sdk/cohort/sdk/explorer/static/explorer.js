@@ -182,6 +182,8 @@ function renderRun(body) {
       el("td", {}, num(mean)));
   }));
 
+  renderRewards(body.rewards);
+
   const ck = s.checkpoint;
   const repo = body.links.checkpoint ? extLink(body.links.checkpoint, ck.repo) : document.createTextNode(ck.repo || "–");
   $("checkpoint").replaceChildren(
@@ -201,6 +203,30 @@ function renderRun(body) {
     el("td", {}, t.instructions.join(", ")),
     el("td", {}, t.err ? "failed: " + t.err : "ok"))));
   showIndexer(body.indexer);
+}
+
+// base units as the mint's tokens (BigInt: u64 amounts may exceed a double's exact range)
+function tokens(units, decimals) {
+  const n = BigInt(units), scale = 10n ** BigInt(decimals);
+  const part = (n % scale).toString().padStart(decimals, "0").replace(/0+$/, "");
+  return (n / scale).toString() + (part ? "." + part : "");
+}
+
+function renderRewards(r) {
+  $("rewards").hidden = !r;  // runs without a treasury show no rewards
+  if (!r) return;
+  const t = (v) => tokens(v, r.decimals);
+  $("vault").replaceChildren(
+    el("dt", {}, "vault"), el("dd", {}, t(r.vault_balance) + " of mint ", el("span", { class: "mono", title: r.mint }, r.mint)),
+    el("dt", {}, "rate"), el("dd", {}, r.reward_per_point + " base units a settled point"),
+    el("dt", {}, "funded / claimed"), el("dd", {}, t(r.funded) + " / " + t(r.claimed)),
+    el("dt", {}, "stake to join"), el("dd", {}, r.stake_amount ? t(r.stake_amount) : "none"),
+    el("dt", {}, "slashed"), el("dd", {}, t(r.slashed)));
+  replaceRows(document.querySelector("#reward-members tbody"), r.members.map((m) => el("tr", { "data-wallet": m.wallet },
+    el("td", { class: "mono", title: m.wallet }, m.wallet),
+    el("td", {}, m.settled_points + (m.unsettled_points ? " (+" + m.unsettled_points + ")" : "")),
+    el("td", {}, t(m.earned)), el("td", {}, t(m.claimed)), el("td", {}, t(m.claimable)),
+    el("td", {}, m.stake_state ? t(m.staked) + " " + m.stake_state : "–"))));
 }
 
 function tickTimeLeft() {
