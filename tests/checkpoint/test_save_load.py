@@ -23,7 +23,7 @@ from cohort.client.checkpoint import (
     save_checkpoint,
 )
 from cohort.client.data import load_tokenizer, pydoc_text, train_bpe
-from cohort.client.data.prepare import pieces
+from cohort.client.data.preparation import pieces
 from cohort.client.model import parameter_digest
 
 TESTS = str(Path(__file__).resolve().parents[1])  # for subprocesses: tests/support

@@ -24,7 +24,7 @@ from cohort.client.data import (
     prepare,
     train_bpe,
 )
-from cohort.client.data.prepare import pieces
+from cohort.client.data.preparation import pieces
 from cohort.client.data.shards import directory_manifest
 
 COHORT = str(Path(sys.executable).parent / "cohort")

@@ -42,7 +42,9 @@ def cohort(*argv: str, cwd: Path | None = None) -> dict:
         [sys.executable, "-c", _PROBE, json.dumps(argv), json.dumps(HEAVY)],
         capture_output=True, text=True, timeout=120, cwd=cwd,
     )  # fmt: skip
-    report = json.loads(done.stderr.strip().splitlines()[-1])
+    lines = done.stderr.strip().splitlines()
+    assert lines, f"`cohort {' '.join(argv)}` printed nothing and exited {done.returncode} (killed?)"
+    report = json.loads(lines[-1])
     report["stdout"], report["stderr"] = done.stdout, done.stderr
     return report
 
@@ -80,7 +82,9 @@ def test_every_help_answers_without_the_training_stack():
     done = subprocess.run([sys.executable, "-c", _WALK, json.dumps(HEAVY)], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stderr.strip().splitlines()[-1])
+    lines = done.stderr.strip().splitlines()
+    assert lines, f"`cohort {' '.join(argv)}` printed nothing and exited {done.returncode} (killed?)"
+    report = json.loads(lines[-1])
     commands = {" ".join(c) for c in report["commands"]}
     assert {"train", "data", "data prepare", "run create", "wallet new", "explorer"} <= commands
     assert report["culprits"] == {}, (
@@ -120,3 +124,14 @@ def test_data_errors_and_non_training_commands_do_not_import_torch(tmp_path: Pat
                  ("wallet", "address", "--wallet", str(tmp_path / "none.json"))):  # fmt: skip
         report = cohort(*argv)
         assert report["loaded"] == [], f"`cohort {' '.join(argv)}` imported {report['loaded']}"
+
+
+def test_a_lazily_loaded_name_may_not_be_a_submodule_too():
+    """Importing such a submodule from anywhere would rebind the package's name to the module (`from
+    cohort.client.data import prepare` once gave the module prepare.py after another test imported it)."""
+    import pytest
+
+    from cohort.client.lazy import lazy_names
+
+    with pytest.raises(ImportError, match=r"\['batch'\] are also submodules"):
+        lazy_names("cohort.client.data", {"batch": ".batch"}, {})

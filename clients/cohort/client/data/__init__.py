@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .dataset import TokenDataset
     from .layout import SequenceLayout, Split
     from .location import open_data_location
-    from .prepare import PreparedData, prepare
+    from .preparation import PreparedData, prepare
     from .provider import DataProvider, TokenSequences, TokenSource
     from .shards import ArrayTokens, DataError, LocalShards
     from .tokenizer import (
@@ -40,8 +40,8 @@ _LAZY = {
     "SequenceLayout": ".layout",
     "Split": ".layout",
     "open_data_location": ".location",
-    "PreparedData": ".prepare",
-    "prepare": ".prepare",
+    "PreparedData": ".preparation",
+    "prepare": ".preparation",
     "DataProvider": ".provider",
     "TokenSequences": ".provider",
     "TokenSource": ".provider",

@@ -57,7 +57,7 @@ def prepare_command(
     --text-column is a document), or a Hub dataset hf://datasets/OWNER/NAME[@REVISION][/PATH]."""
     from tqdm import tqdm
 
-    from .prepare import prepare, source_size
+    from .preparation import prepare, source_size
     from .shards import DataError
     from .tokenizer import check_vocab, load_tokenizer
 
@@ -97,7 +97,7 @@ def prepare_command(
 @_JSON
 def train_tokenizer_command(source: str, vocab_size: int, out: Path, as_json: bool) -> None:
     """Train a byte-level BPE on SOURCE (what `data prepare` reads: text, kjv/pydoc, or shards), offline."""
-    from .prepare import pieces, source_texts
+    from .preparation import pieces, source_texts
     from .shards import DataError
     from .tokenizer import train_bpe
 
