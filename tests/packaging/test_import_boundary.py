@@ -43,7 +43,9 @@ def cohort(*argv: str, cwd: Path | None = None) -> dict:
         capture_output=True, text=True, timeout=120, cwd=cwd,
     )  # fmt: skip
     lines = done.stderr.strip().splitlines()
-    assert lines, f"`cohort {' '.join(argv)}` printed nothing and exited {done.returncode} (killed?)"
+    assert lines, (
+        f"`cohort {' '.join(argv)}` printed nothing and exited {done.returncode} (killed?)"
+    )
     report = json.loads(lines[-1])
     report["stdout"], report["stderr"] = done.stdout, done.stderr
     return report
