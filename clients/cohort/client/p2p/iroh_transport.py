@@ -23,6 +23,7 @@ is refused (iroh allows one asyncio loop per process at a time).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import struct
 from dataclasses import dataclass
@@ -70,6 +71,16 @@ MAX_DIALLED = 4096  # peers whose last dialled address is kept (to notice one th
 MAX_HANDSHAKES = 16  # from addresses no member advertised
 MAX_HANDSHAKES_PER_IP = 4  # of those, from one IP: one machine cannot take them all
 MAX_MEMBER_HANDSHAKES = 64  # from members' advertised addresses, proven by a retry
+
+
+def _per_ip_cap(ip: str) -> int:
+    """Stranger handshakes one IP may hold at once. Loopback is every process of this machine (members of a
+    local run, tests): an IP says nothing of who is behind it there, so only the overall cap holds."""
+    try:
+        loopback = ipaddress.ip_address(ip.strip("[]")).is_loopback
+    except ValueError:  # "relay"
+        loopback = False
+    return MAX_HANDSHAKES if loopback else MAX_HANDSHAKES_PER_IP
 
 
 @dataclass(frozen=True)
@@ -348,10 +359,7 @@ class IrohTransport(Transport):
         remote = await incoming.remote_addr()
         addr = remote.addr if remote.is_ip() else ""
         ip = addr.rpartition(":")[0] if addr else "relay"
-        if (
-            self._strangers < MAX_HANDSHAKES
-            and self._handshaking.get(ip, 0) < MAX_HANDSHAKES_PER_IP
-        ):
+        if self._strangers < MAX_HANDSHAKES and self._handshaking.get(ip, 0) < _per_ip_cap(ip):
             self._strangers += 1
             self._handshaking[ip] = self._handshaking.get(ip, 0) + 1
             return ip
