@@ -1,7 +1,9 @@
 """Members that send dishonest results, with real processes: three honest clients and one adversary (the
 project's client with its training swapped: tests/support/adversary.py) in a run that verifies half of
 all results. The adversary is convicted on chain by a majority of its verifiers within its first epoch,
-loses its points, and no honest member is reported, convicted or leaves; their replicas stay identical.
+loses its points, and no honest member is reported, convicted or leaves; their replicas stay identical. A
+conviction takes a dispute: the two failed reports open it, and a committee drawn from a seed revealed three
+rounds later replays the step again, so the epochs are long enough for both within the first one.
 Two runs take the two ways to conviction — a negated payload (the replay disagrees with it) and a copied
 one (it commits a state its sender does not hold; that run has pipeline depth 3, so honest replays
 are checked against weights three steps back); a third has three adversaries at once (a random
@@ -28,16 +30,16 @@ pytestmark = pytest.mark.slow
 async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(
     mode: str, depth: int, tmp_path: Path
 ):
-    config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
+    config = write_config(tmp_path / "run.toml", epoch_time=45, max_round_train_time=8, warmup_time=15,
                           init_min_clients=4, min_clients=3, witness_nodes=3, verification_percent=50,
                           pipeline_depth=depth)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(4, options=lambda i: adversary(mode) if i == 3 else {})
         *honest, cheat = trainers
         first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
-        convicted = await conviction(lr, cheat, 60, f"the {mode} adversary's conviction")
+        convicted = await conviction(lr, cheat, 90, f"the {mode} adversary's conviction")
         assert convicted.progress.epoch == first.progress.epoch  # within its first epoch
-        await honest_epoch(lr, honest, [cheat], first.progress.epoch, 90)
+        await honest_epoch(lr, honest, [cheat], first.progress.epoch, 120)
         # the verifiers' reports name only the adversary; honest checks passed
         reported = {e["trainer"] for t in honest for e in t.events("check_failed")}
         cheat_index = convicted.client(cheat.wallet.pubkey()).index
@@ -47,7 +49,7 @@ async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(
 
 async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):
     modes = {4: "random", 5: "lazy", 6: "poison"}
-    config = write_config(tmp_path / "run.toml", epoch_time=40, max_round_train_time=8, warmup_time=15,
+    config = write_config(tmp_path / "run.toml", epoch_time=60, max_round_train_time=8, warmup_time=15,
                           init_min_clients=7, min_clients=4, witness_nodes=3, verification_percent=50)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(
@@ -56,9 +58,9 @@ async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):
         honest, cheats = trainers[:4], trainers[4:]
         first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
         for cheat, mode in zip(cheats, modes.values(), strict=True):
-            convicted = await conviction(lr, cheat, 90, f"the {mode} adversary's conviction")
+            convicted = await conviction(lr, cheat, 120, f"the {mode} adversary's conviction")
             assert convicted.progress.epoch == first.progress.epoch  # within its first epoch
-        await honest_epoch(lr, honest, cheats, first.progress.epoch, 120)
+        await honest_epoch(lr, honest, cheats, first.progress.epoch, 150)
         indices = {convicted.client(t.wallet.pubkey()).index for t in cheats}
         reported = {e["trainer"] for t in honest for e in t.events("check_failed")}
         assert reported <= indices, (reported, indices)
