@@ -168,7 +168,13 @@ class Workspace:
         record_deployment(load_workspace(self.anchorfile), "localnet", self.program_id)
 
     def new_wallet(self, name: str, sol: float = 0) -> Path:
+        """A fresh funded wallet file in the session's workspace (names are shared by every test of the session:
+        each test its own)."""
         path = self.root / f"{name}.json"
+        if path.exists():
+            raise AssertionError(
+                f"wallet {name!r} is another test's in this session's workspace: pick another name"
+            )
         keypair = Keypair()
         save_keypair(keypair, path)
         if sol:

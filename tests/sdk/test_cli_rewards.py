@@ -77,7 +77,7 @@ def test_rewards_fund_earn_claim_over_the_cli(workspace, helpers, core, tmp_path
     assert "less than" in helpers.one_error_line(
         ws.cli("rewards", "fund", "rewards-run", str(SUPPLY + 1), "--from", source)
     )
-    stranger = ws.new_wallet("stranger", sol=1)
+    stranger = ws.new_wallet("rewards-stranger", sol=1)
     assert "not to the wallet" in helpers.one_error_line(
         ws.cli("rewards", "fund", "rewards-run", "5", "--from", source, "--wallet", str(stranger))
     )
