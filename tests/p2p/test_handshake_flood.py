@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 
 from cohort.client.p2p import Allowlist, IrohTransport, NodeKey
-from cohort.client.p2p.iroh_transport import MAX_HANDSHAKES
 
 PAYLOAD = b"x" * (1 << 20)
 FLOOD = Path(__file__).with_name("handshake_flood.py")
-FLOOD_SECONDS = 6.0
+FLOOD_SECONDS = (
+    15.0  # long enough for every fetch below even on a loaded machine (each is bounded by IN_TIME)
+)
+FETCHES = 5
 IN_TIME = 4.0  # seconds a fetch may take under the flood (unflooded: under 0.02 s here)
 
 
@@ -56,9 +58,11 @@ async def test_a_handshake_flood_from_strangers_does_not_stop_a_members_fetches(
     try:
         await asyncio.sleep(1.5)  # the flood is under way
         times = []
-        until = time.monotonic() + FLOOD_SECONDS - 3.0
-        while time.monotonic() < until:
+        for _ in range(
+            FETCHES
+        ):  # a fixed number, each under the flood: not as many as a window happens to hold
             times.append(await fetch(member, victim.address))
+            assert flood.returncode is None, "the flood ended before the member's fetches did"
             await asyncio.sleep(0.1)
         counts = json.loads((await asyncio.wait_for(flood.communicate(), 30))[0])
     finally:
@@ -69,11 +73,12 @@ async def test_a_handshake_flood_from_strangers_does_not_stop_a_members_fetches(
         f"member fetches under the flood: {len(times)}, slowest {max(times):.3f} s; flood: {counts}; "
         f"victim: {victim.stats.extra}"
     )
-    assert len(times) >= 5 and max(times) < IN_TIME
+    assert len(times) == FETCHES and max(times) < IN_TIME
     refused = victim.stats.extra.get("handshakes_refused", 0)
     assert (
         counts["attempts"] > 5000 and refused > counts["attempts"] / 2
     )  # most never cost a handshake
-    assert (
-        victim.stats.requests_refused < counts["attempts"] - refused + MAX_HANDSHAKES
-    )  # the rest did, then refused
+    # the strangers that got a handshake were refused by the allowlist: only the member's fetches were served
+    assert victim.stats.requests_refused > 0 and victim.stats.requests_served == FETCHES, (
+        victim.stats
+    )
