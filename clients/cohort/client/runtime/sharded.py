@@ -76,7 +76,7 @@ from ..model import EvalResult, build_model, config_for, evaluate, lm_loss
 from ..model.build import empty_model, initial_values
 from ..model.digest import bit_sum, checksum_of
 from ..verify import Verdict
-from ..verify.check import judge_replay, open_check
+from ..verify.check import judge_replay, open_check, supplied_states
 from ..verify.sample import (
     CommittedParts,
     Sample,
@@ -834,11 +834,9 @@ class ShardedReplica:
             return None
         header, before = self.check(published), self.check(previous)
         layout = self._rank.plan.model
-        try:
-            supplied = (CommittedParts(state_manifest(state_before, layout), before_parts),
-                        CommittedParts(state_manifest(state_after, layout), after_parts))  # fmt: skip
-        except StateError as e:
-            return Verdict(False, f"refused: {e}")
+        supplied = supplied_states(layout, state_before, before_parts, state_after, after_parts)
+        if isinstance(supplied, Verdict):
+            return supplied
         opened = open_check(self.codec, step=step, published=published, state_before=supplied[0],
                             state_before_commitment=before.state, state_after=supplied[1],
                             state_after_commitment=header.state, seed=seed)  # fmt: skip

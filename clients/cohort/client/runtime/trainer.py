@@ -43,15 +43,15 @@ from ..model import (
 )
 from ..training import train_step
 from ..verify import Replayer, Verdict, check_step
+from ..verify.check import supplied_states
 from ..verify.sample import (
-    CommittedParts,
     manifest_limit,
     parts_to_fetch,
     sample_bands,
     state_manifest,
 )
 from ..verify.snapshots import WeightSnapshots
-from ..verify.state import CommittedState, StateError, read_state_into, write_state
+from ..verify.state import CommittedState, read_state_into, write_state
 from .replica import Aborted, PayloadHeader, StepOutput
 
 
@@ -301,11 +301,9 @@ class LocalReplica:
         batch = BatchId(*header.batch)
         sequences = self.data.sequences(batch)
         layout = self.optimizer.layout
-        try:
-            supplied = (CommittedParts(state_manifest(state_before, layout), before_parts),
-                        CommittedParts(state_manifest(state_after, layout), after_parts))  # fmt: skip
-        except StateError as e:
-            return Verdict(False, f"refused: {e}")
+        supplied = supplied_states(layout, state_before, before_parts, state_after, after_parts)
+        if isinstance(supplied, Verdict):
+            return supplied
         # the check borrows our model and optimizer (no second replica): ours wait on disk meanwhile
         self._stash.take(0, self.model)
         own = write_state(self.optimizer, 0, self._stash.root / "own-state", signs=False)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..distro import BatchId, DistroConfig, WireCodec, WireError
+from ..distro import BatchId, DistroConfig, Layout, WireCodec, WireError
 from .compare import Thresholds, Verdict, compare_payloads, compare_states, exactly_equal, judge
 from .recompute import Replayer, StepInputs
 from .sample import (
@@ -25,6 +25,7 @@ from .sample import (
     sample_bands,
     sampled_fraction,
     sampled_of,
+    state_manifest,
 )
 from .state import BEFORE_ANY_STEP, StateError, StateMismatch
 
@@ -36,6 +37,17 @@ class OpenedCheck:
     samples: tuple[Sample, ...]
     before: SampledState
     after: SampledState
+
+
+def supplied_states(layout: Layout, state_before: bytes, before_parts: Mapping[bytes, bytes], state_after: bytes,
+                    after_parts: Mapping[bytes, bytes]) -> tuple[CommittedParts, CommittedParts] | Verdict:  # fmt: skip
+    """X's two committed states as a check holds them: their manifests (refused unless they are states of this
+    layout) and the parts fetched of them."""
+    try:
+        return (CommittedParts(state_manifest(state_before, layout), before_parts),
+                CommittedParts(state_manifest(state_after, layout), after_parts))  # fmt: skip
+    except StateError as e:
+        return Verdict(False, f"refused: {e}")
 
 
 def open_check(
@@ -158,4 +170,11 @@ def check_step(
                         seconds=replay.seconds, thresholds=thresholds)  # fmt: skip
 
 
-__all__ = ["BEFORE_ANY_STEP", "OpenedCheck", "check_step", "judge_replay", "open_check"]
+__all__ = [
+    "BEFORE_ANY_STEP",
+    "OpenedCheck",
+    "check_step",
+    "judge_replay",
+    "open_check",
+    "supplied_states",
+]

@@ -393,9 +393,9 @@ def restored_sent(layout: Layout, before: SampledState, samples: Sequence[Sample
 def restore_sampled(optimizer: DistroOptimizer, parts: CommittedParts, before: SampledState,
                     samples: Sequence[Sample]) -> None:  # fmt: skip
     """Put into `optimizer` (the whole model's) what a replay of the step after `before` reads
-    (`restored_momentum`, `restored_sent`). StateError when the sign plane contradicts the sampled momentum."""
+    (`restored_momentum`, `restored_sent`); a sign plane that contradicts the sampled momentum was refused before
+    (`check.open_check` runs `check_sign_plane`)."""
     layout = optimizer.layout
-    check_sign_plane(parts, layout, before, samples)
     for i, (b, m) in enumerate(zip(layout.buckets, optimizer.momentum, strict=True)):
         flat = m.detach().view(-1)
         for lo in range(0, b.numel, STREAM_VALUES):
