@@ -11,35 +11,18 @@ or leaving early saves a cheater nothing."""
 
 from __future__ import annotations
 
-import hashlib
-
 from solders.keypair import Keypair
-from support.coordinator_chain import make_config, open_run, play_epoch, play_round, start_epoch
-
-from cohort.sdk.statements import ed25519_verify_instruction, result_statement
+from support.coordinator_chain import (
+    equivocation,
+    make_config,
+    open_run,
+    play_epoch,
+    play_round,
+    start_epoch,
+)
 
 CLIENTS = 4
 CONFIG = make_config(CLIENTS, epoch_time=40, conviction_ban_epochs=1)
-
-
-def equivocation(chain, run, key: Keypair, index: int, reporter: Keypair, step: int | None = None):
-    """The instructions of an equivocation report: two signed results of one step, different commitments."""
-    state = chain.state(run)
-    step = state["progress"]["step"] - 1 if step is None else step
-    epoch = state["epoch"]["epoch"]
-    ixs, statements = [], []
-    for name in ("honest", "forged"):
-        commitment = hashlib.sha256(name.encode()).digest()
-        message = result_statement(chain.idl, run, epoch, step, (0, 4), commitment)
-        ixs.append(
-            ed25519_verify_instruction(
-                bytes(key.pubkey()), bytes(key.sign_message(message)), message
-            )
-        )
-        statements.append({"batch_start": 0, "batch_end": 4, "commitment": commitment})
-    args = {"index": index, "step": step, "first": statements[0], "second": statements[1]}
-    ixs.append(chain.call_ix("report_equivocation", reporter, run, args))
-    return ixs
 
 
 def second_epoch(chain, core, run):

@@ -23,7 +23,12 @@ from solders.transaction_metadata import FailedTransactionMetadata, TransactionM
 
 from cohort.sdk.coordinator_core import CoordinatorCore, Env
 from cohort.sdk.idl import Idl
-from cohort.sdk.statements import ed25519_instruction, join_proof_message
+from cohort.sdk.statements import (
+    ed25519_instruction,
+    ed25519_verify_instruction,
+    join_proof_message,
+    result_statement,
+)
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 SLOT_HASHES_MAX = 512  # entries the SlotHashes sysvar keeps
@@ -540,3 +545,26 @@ def play_epoch(chain: Chain, core: CoordinatorCore, run: Pubkey, wallets: Sequen
     chain.advance(config["cooldown_time"])
     chain.call("tick", members[0], run)
     assert chain.state(run)["run_state"] == "WaitingForMembers"
+
+
+def equivocation(
+    chain, run, key: Keypair, index: int, reporter: Keypair, step: int | None = None
+) -> list[Instruction]:
+    """The instructions of an equivocation report of client `index` (node key `key`): two results of one step
+    (default: the last trained one) with different commitments, both signed, as anyone may send them."""
+    state = chain.state(run)
+    step = state["progress"]["step"] - 1 if step is None else step
+    epoch = state["epoch"]["epoch"]
+    ixs, statements = [], []
+    for name in ("honest", "forged"):
+        commitment = hashlib.sha256(name.encode()).digest()
+        message = result_statement(chain.idl, run, epoch, step, (0, 4), commitment)
+        ixs.append(
+            ed25519_verify_instruction(
+                bytes(key.pubkey()), bytes(key.sign_message(message)), message
+            )
+        )
+        statements.append({"batch_start": 0, "batch_end": 4, "commitment": commitment})
+    args = {"index": index, "step": step, "first": statements[0], "second": statements[1]}
+    ixs.append(chain.call_ix("report_equivocation", reporter, run, args))
+    return ixs

@@ -5,12 +5,8 @@ unstake delay. Tokens and lamports are conserved."""
 
 from __future__ import annotations
 
-import hashlib
-
 from solders.keypair import Keypair
-from support.coordinator_chain import make_config, play_epoch, play_round, start_epoch
-
-from cohort.sdk.statements import ed25519_verify_instruction, result_statement
+from support.coordinator_chain import equivocation, make_config, play_epoch, play_round, start_epoch
 
 CLIENTS = 4
 CONFIG = make_config(CLIENTS, epoch_time=40, join_policy="Authorized")
@@ -52,22 +48,7 @@ def fund_wallet(tc, mint, mint_authority, amount=STAKE):
 
 def equivocate(chain, run, key: Keypair, index: int, reporter: Keypair) -> None:
     """Two signed results of one step with different commitments: the coordinator convicts the member."""
-    state = chain.state(run)
-    step, epoch = state["progress"]["step"] - 1, state["epoch"]["epoch"]
-    statements = []
-    ixs = []
-    for name in ("honest", "forged"):
-        commitment = hashlib.sha256(name.encode()).digest()
-        message = result_statement(chain.idl, run, epoch, step, (0, 4), commitment)
-        ixs.append(
-            ed25519_verify_instruction(
-                bytes(key.pubkey()), bytes(key.sign_message(message)), message
-            )
-        )
-        statements.append({"batch_start": 0, "batch_end": 4, "commitment": commitment})
-    args = {"index": index, "step": step, "first": statements[0], "second": statements[1]}
-    ixs.append(chain.call_ix("report_equivocation", reporter, run, args))
-    chain.send(ixs, [reporter])
+    chain.send(equivocation(chain, run, key, index, reporter), [reporter])
     assert chain.state(run)["clients"][index]["state"] == "Convicted"
 
 
