@@ -15,6 +15,8 @@ from solders.instruction import Instruction
 from support.coordinator_chain import (
     LCG_A,
     LCG_C,
+    by_index,
+    check_plan,
     make_config,
     open_run,
     play_epoch,
@@ -54,20 +56,6 @@ def reference_plan(seed: int, step: int, trainer: int, clients: int, percent: in
     pool = [i for i in range(clients) if i != trainer and (healthy is None or i in healthy)]
     drawn = reference_draw(int.from_bytes(digest[8:16], "little"), pool, 3)
     return drawn if len(drawn) >= 2 else ()
-
-
-def by_index(chain, run, wallets) -> list:
-    """The wallets in epoch index order."""
-    by_key = {w.pubkey(): w for w in wallets}
-    state = chain.state(run)
-    return [by_key[c["signer"]] for c in state["clients"][: state["epoch"]["clients_len"]]]
-
-
-def plan(chain, core, run, step: int, trainer: int) -> tuple[int, ...]:
-    data = chain.run_bytes(run)[8:]
-    seed = core.check_seed(data, step)
-    assert seed is not None, f"step {step} is not checkable now"
-    return core.check_plan(data, step, seed, trainer)
 
 
 def report_args(step: int, trainer: int, reason: str = "PayloadMismatch") -> dict:
@@ -209,7 +197,7 @@ def test_a_majority_of_the_verifiers_opens_a_dispute_not_a_conviction(chain, cor
     step, trainer = state["epoch"]["start_step"], 2
     entry = state["clients"][trainer]["registry_index"]
     earned = state["registry"][entry]["earned"]
-    first, second, _third = plan(chain, core, run, step, trainer)
+    first, second, _third = check_plan(chain, core, run, step, trainer)
 
     events = report(chain, run, members[first], step, trainer, "StateMismatch")
     assert events == [("CheckFailed", {"run": run, "verifier": members[first].pubkey(), "step": step,
@@ -244,7 +232,7 @@ def test_a_majority_of_the_verifiers_opens_a_dispute_not_a_conviction(chain, cor
 def test_refusals(chain, core, checking):
     run, members, step = checking
     trainer = 0
-    verifier = plan(chain, core, run, step, trainer)[0]
+    verifier = check_plan(chain, core, run, step, trainer)[0]
     wallet = members[verifier]
     assert refused(chain, run, chain.wallet(), step, trainer) == "NotInEpoch"  # no member
     assert refused(chain, run, wallet, step, CLIENTS) == "NotInEpoch"  # no trainer
@@ -289,12 +277,12 @@ def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
     # most window - 1 later
     rounds(chain, core, run, members, lag + window - 2)
     assert chain.state(run)["progress"]["step"] + 1 == step + lag + window - 1
-    a = plan(chain, core, run, step, 1)[0]
-    c = plan(chain, core, run, step, 2)[0]
+    a = check_plan(chain, core, run, step, 1)[0]
+    c = check_plan(chain, core, run, step, 2)[0]
     report(chain, run, members[a], step, 1)
     rounds(chain, core, run, members, 1)
     assert core.check_seed(chain.run_bytes(run)[8:], step) is None
-    b = plan(chain, core, run, step + 1, 1)[0]
+    b = check_plan(chain, core, run, step + 1, 1)[0]
     assert refused(chain, run, members[c], step, 2) == "CheckExpired"
     report(chain, run, members[b], step + 1, 1)
     # Cooldown still takes reports of the epoch; WaitingForMembers and the next epoch do not
@@ -306,7 +294,7 @@ def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
     # checkable step is the one lag before that (the last two trained steps never are)
     late = chain.state(run)["progress"]["step"] - lag
     assert refused(chain, run, members[0], late + 1, 1) == "WrongStep"
-    verifier = plan(chain, core, run, late, 0)[0]
+    verifier = check_plan(chain, core, run, late, 0)[0]
     report(chain, run, members[verifier], late, 0)
     chain.advance(CONFIG["cooldown_time"])
     chain.call("tick", members[0], run)
@@ -358,7 +346,7 @@ def test_three_members_need_both_verifiers_twice(chain, core):
     members = by_index(chain, run, wallets)
     rounds(chain, core, run, members, 3)
     step = chain.state(run)["epoch"]["start_step"]
-    verifiers = plan(chain, core, run, step, 0)
+    verifiers = check_plan(chain, core, run, step, 0)
     assert sorted(verifiers) == [1, 2]
     assert [name for name, _ in report(chain, run, members[verifiers[0]], step, 0)] == [
         "CheckFailed"
@@ -383,9 +371,9 @@ def test_a_flooding_verifier_evicts_only_its_own_tallies(chain, core):
     start, slots = chain.state(run)["epoch"]["start_step"], chain.idl.constants["CHECK_SLOTS"]
     steps = range(start, start + 13)  # checkable: up to the step 4 before the newest seed's
     target = (start + 4, 0)
-    honest = plan(chain, core, run, *target)
+    honest = check_plan(chain, core, run, *target)
     report(chain, run, members[honest[0]], *target)
-    drawn = {m: [(s, t) for s in steps for t in range(CLIENTS) if (s, t) != target and m in plan(chain, core, run, s, t)]
+    drawn = {m: [(s, t) for s in steps for t in range(CLIENTS) if (s, t) != target and m in check_plan(chain, core, run, s, t)]
              for m in range(1, CLIENTS) if m not in honest[:2]}  # fmt: skip
     liar = max(drawn, key=lambda m: len(drawn[m]))  # the liar: the other verifier drawn most often
     lies = drawn[liar]
@@ -448,7 +436,7 @@ CU_LIMIT = 200_000
 def open_dispute(chain, core, run, members, step: int, trainer: int,
                  reasons: tuple[str, str] = ("PayloadMismatch", "PayloadMismatch")) -> tuple[int, ...]:  # fmt: skip
     """Two of the check's three verifiers report: a dispute opens. Returns the check's verifiers."""
-    verifiers = plan(chain, core, run, step, trainer)
+    verifiers = check_plan(chain, core, run, step, trainer)
     report(chain, run, members[verifiers[0]], step, trainer, reasons[0])
     names = [
         name for name, _ in report(chain, run, members[verifiers[1]], step, trainer, reasons[1])
@@ -595,7 +583,7 @@ def test_a_dispute_without_a_majority_lapses(chain, core):
     assert chain.state(run)["clients"][trainer]["state"] == "Healthy"
     # the next dispute takes its slot and says it lapsed
     later = chain.state(run)["progress"]["step"] - chain.idl.constants["CHECK_SEED_LAG"]
-    verifiers = plan(chain, core, run, later, trainer)
+    verifiers = check_plan(chain, core, run, later, trainer)
     report(chain, run, members[verifiers[0]], later, trainer)
     events = report(chain, run, members[verifiers[1]], later, trainer)
     assert [name for name, _ in events] == ["CheckFailed", "DisputeClosed", "DisputeOpened"]
@@ -609,7 +597,7 @@ def test_open_disputes_are_bounded(chain, core):
     for trainer in range(limit):
         open_dispute(chain, core, run, members, step, trainer)
     trainer = limit
-    verifiers = plan(chain, core, run, step, trainer)
+    verifiers = check_plan(chain, core, run, step, trainer)
     report(chain, run, members[verifiers[0]], step, trainer)
     before = chain.run_bytes(run)
     assert refused(chain, run, members[verifiers[1]], step, trainer) == "DisputesFull"

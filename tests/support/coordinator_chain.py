@@ -568,3 +568,44 @@ def equivocation(
     args = {"index": index, "step": step, "first": statements[0], "second": statements[1]}
     ixs.append(chain.call_ix("report_equivocation", reporter, run, args))
     return ixs
+
+
+def by_index(chain: Chain, run: Pubkey, wallets: Sequence[Keypair]) -> list[Keypair]:
+    """The wallets in epoch index order."""
+    by_key = {w.pubkey(): w for w in wallets}
+    state = chain.state(run)
+    return [by_key[c["signer"]] for c in state["clients"][: state["epoch"]["clients_len"]]]
+
+
+def check_plan(
+    chain: Chain, core: CoordinatorCore, run: Pubkey, step: int, trainer: int
+) -> tuple[int, ...]:
+    """The epoch indices of the verifiers drawn to check `trainer`'s result of `step` (checkable now)."""
+    data = chain.run_bytes(run)[8:]
+    seed = core.check_seed(data, step)
+    assert seed is not None, f"step {step} is not checkable now"
+    return core.check_plan(data, step, seed, trainer)
+
+
+def convict_by_dispute(
+    chain: Chain,
+    core: CoordinatorCore,
+    run: Pubkey,
+    members: Sequence[Keypair],
+    step: int,
+    trainer: int,
+) -> list[tuple[str, dict]]:
+    """A verification conviction the way the chain makes one: two of the check's verifiers report a payload
+    mismatch (a dispute opens), two rounds later the committee is drawn, and a strict majority of it reports
+    the same failure. `members` in epoch index order; returns the events of the report that convicted."""
+    for verifier in check_plan(chain, core, run, step, trainer)[:2]:
+        args = {"step": step, "trainer": trainer, "reason": "PayloadMismatch"}
+        chain.call("report_check", members[verifier], run, args)
+    for _ in range(2):
+        play_round(chain, core, run, members, all_elected=False)
+    committee = sorted(core.dispute_committee(chain.run_bytes(run)[8:], step, trainer))
+    assert committee, "the dispute's committee is not drawn yet"
+    for m in committee[: len(committee) // 2 + 1]:
+        args = {"step": step, "trainer": trainer, "reason": "PayloadMismatch"}
+        result = chain.call("report_check", members[m], run, args)
+    return chain.idl.events_in_logs(list(result.logs()), chain.program_id)

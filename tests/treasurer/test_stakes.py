@@ -1,15 +1,24 @@
 """Stakes that cheating loses: a run names the treasury's joiner PDA as its join authority (Authorized join
 policy), so only wallets that staked can join; a conviction by the coordinator (here: equivocation) lets
-anyone slash the stake into the reward pool; an honest member that left withdraws its stake after the
+anyone slash the stake into the reward pool (for an equivocation and for a verification conviction alike); an honest member that left withdraws its stake after the
 unstake delay. Tokens and lamports are conserved."""
 
 from __future__ import annotations
 
 from solders.keypair import Keypair
-from support.coordinator_chain import equivocation, make_config, play_epoch, play_round, start_epoch
+from support.coordinator_chain import (
+    by_index,
+    convict_by_dispute,
+    equivocation,
+    make_config,
+    play_epoch,
+    play_round,
+    start_epoch,
+)
 
 CLIENTS = 4
 CONFIG = make_config(CLIENTS, epoch_time=40, join_policy="Authorized")
+CHECKED = {**CONFIG, "verification_percent": 100}  # every result checked: disputes possible
 STAKE = 500
 RATE = 10
 # an epoch, its cooldown and a round (train + witness time)
@@ -21,12 +30,12 @@ FLOOR = (
 )
 
 
-def staked_run(tc):
+def staked_run(tc, config=CONFIG):
     """A run whose join authority is its treasury's joiner; the treasury requires STAKE to join."""
     chain, t = tc.chain, tc.treasurer
     authority, run_key = chain.wallet(), Keypair()
     run = chain.create_run_at(run_key, authority, t.joiner_address(run_key.pubkey()))
-    chain.open_run(authority, run, CONFIG)
+    chain.open_run(authority, run, config)
     mint, mint_authority = tc.create_mint()
     tc.send([t.init_treasury(chain.payer.pubkey(), authority.pubkey(), run, mint, tc.token_program, RATE, 0)],
             [authority])  # fmt: skip
@@ -272,3 +281,28 @@ def test_a_conviction_is_slashed_from_its_record_after_the_member_list_is_rebuil
         [t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), at)], [reporter], measure="slash"
     )
     assert tc.treasury(run)["slashed"] == STAKE and tc.balance(treasury["vault"]) == STAKE
+
+
+def test_a_verification_conviction_slashes_the_stake(tc, core):
+    """The same slash after the other kind of conviction: a check fails, a dispute opens, and a majority of
+    its committee convicts the trainer (FailedVerification)."""
+    chain, t = tc.chain, tc.treasurer
+    _, run, mint, mint_authority = staked_run(tc, CHECKED)
+    treasury = tc.treasury(run)
+    stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS)]
+    for wallet, source in stakers:
+        tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    start_epoch(chain, run, [w for w, _ in stakers], CHECKED)
+    members = by_index(chain, run, [w for w, _ in stakers])
+    for _ in range(4):  # the seed that draws the epoch's first step's checks is out
+        play_round(chain, core, run, members)
+    step, index, reporter = chain.state(run)["epoch"]["start_step"], 1, chain.wallet()
+    slash = t.slash(run, treasury, reporter.pubkey(), members[index].pubkey(), index)
+    assert tc.fails([slash], [reporter]) == "NotConvicted"
+    events = convict_by_dispute(chain, core, run, members, step, index)
+    assert events[-1][0] == "ClientConvicted" and events[-1][1]["reason"] == "FailedVerification"
+    tc.send([slash], [reporter], measure="slash")
+    assert tc.balance(treasury["vault"]) == STAKE
+    assert tc.balance(treasury["stake_vault"]) == STAKE * (CLIENTS - 1)
+    assert tc.treasury(run)["slashed"] == STAKE
+    assert chain.join_fails(members[index], run) == "JoinNotAuthorized"
