@@ -568,6 +568,7 @@ ERRORS = (
         "NotConvicted",
         "Neither the Run's client nor its registry entry at this index is this wallet, convicted",
     ),
+    Error("DuplicateAccount", "The same account was passed for two roles"),
 )
 
 

@@ -1,5 +1,5 @@
-"""The coordinator answers Anchor's IDL instructions: `cohort idl publish|fetch` on a real localnet, the
-program's checks (only the upgrade authority creates it, only its authority writes, at the derived
+"""The coordinator (and the treasurer: the handler is the SBF SDK's) answers Anchor's IDL instructions:
+`cohort idl publish|fetch` on a real localnet, the program's checks (only the upgrade authority creates it, only its authority writes, at the derived
 address, even when a stranger funded that address first), and the real @coral-xyz/anchor npm package: Program.fetchIdl returns our IDL and its coder decodes
 a Run account and a witness instruction."""
 
@@ -20,10 +20,14 @@ from solders.pubkey import Pubkey
 from solders.system_program import TransferParams, transfer
 from solders.transaction import VersionedTransaction
 
+from cohort.sbf import build
 from cohort.sdk import idl_account
+from cohort.sdk.deploy import deploy_program
 from cohort.sdk.errors import ProgramError
 from cohort.sdk.explorer.indexer import Indexer
 from cohort.sdk.explorer.store import Store
+from cohort.sdk.rpc import Rpc
+from cohort.sdk.treasurer import load_idl as load_treasurer_idl
 from cohort.sdk.wallet import save_keypair
 
 NPM_DIR = (
@@ -36,6 +40,16 @@ CU_LIMIT = 200_000
 async def compute_units(chain, signature) -> int:
     tx = await chain.rpc.raw_request("getTransaction", [str(signature), {"encoding": "json"}])
     return tx["meta"]["computeUnitsConsumed"]
+
+
+async def cohort_cli(cwd: Path, *args: str) -> tuple[int, str]:
+    """`cohort ARGS` in a subprocess: its exit code and its output."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from cohort.sdk.cli import main; main()", *args, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 120)
+    return process.returncode, out.decode()
 
 
 async def test_publish_then_fetch_returns_the_idl(chain):
@@ -73,12 +87,7 @@ async def test_cohort_idl_publish_and_fetch_commands(chain, tmp_path):
     ]
 
     async def cohort(*args: str) -> tuple[int, str]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "from cohort.sdk.cli import main; main()", *args, cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await asyncio.wait_for(process.communicate(), 120)
-        return process.returncode, out.decode()
+        return await cohort_cli(tmp_path, *args)
 
     code, out = await cohort("idl", "fetch", *flags)
     assert (
@@ -102,6 +111,63 @@ async def test_cohort_idl_publish_and_fetch_commands(chain, tmp_path):
         "anchor_idl:write" in n for n in names
     )
     store.close()
+
+
+@pytest.fixture(scope="session")
+def treasurer_elf() -> bytes:
+    (program,) = build.build_all(["treasurer"], log=lambda _: None)
+    return program.so_path.read_bytes()
+
+
+async def test_the_treasurer_publishes_its_idl_too(chain, treasurer_elf, tmp_path):
+    """The IDL instructions live in the SBF SDK (sol/anchor_idl.h): the treasurer answers them like the
+    coordinator, refusing in its own error codes, and `cohort idl publish|fetch --program treasurer` work."""
+    deployed = await deploy_program(
+        chain.rpc, chain.authority, treasurer_elf, tmp_path / "treasurer-keypair.json"
+    )
+    program, idl = deployed.program_id, load_treasurer_idl()
+    wallet, stranger = tmp_path / "authority.json", tmp_path / "stranger.json"
+    save_keypair(chain.authority, wallet)
+    save_keypair(outsider := Keypair(), stranger)
+    await chain.rpc.airdrop(outsider.pubkey(), 10**9)
+    flags = [
+        "--cluster",
+        chain.net.http_url,
+        "--program",
+        "treasurer",
+        "--program-id",
+        str(program),
+    ]
+
+    code, out = await cohort_cli(tmp_path, "idl", "fetch", *flags, "--wallet", str(wallet))
+    assert code == 1 and out.strip() == (
+        f"Error: no IDL is published for {program} (run `cohort idl publish --program treasurer`)"
+    )
+    # only the upgrade authority creates it, and the CLI names the refusal by the treasurer's errors
+    code, out = await cohort_cli(tmp_path, "idl", "publish", *flags, "--wallet", str(stranger))
+    code_of = {e.name: c for c, e in idl.errors.items()}
+    unauthorized = code_of["Unauthorized"]
+    assert code == 1 and f"Unauthorized ({unauthorized})" in out, out
+    code, out = await cohort_cli(tmp_path, "idl", "publish", *flags, "--wallet", str(wallet))
+    assert code == 0 and "published the IDL" in out, out
+    code, out = await cohort_cli(
+        tmp_path, "idl", "fetch", *flags, "--wallet", str(wallet), "--out", str(tmp_path / "t.json")
+    )
+    assert code == 0, out
+    assert json.loads((tmp_path / "t.json").read_text()) == dict(idl.raw, address=str(program))
+    # the coordinator's IDL is not touched: each program has its own IDL account
+    assert await idl_account.fetch(chain.rpc, chain.program_id) is None
+
+    async with Rpc(chain.net.http_url, idl=idl) as rpc:
+        me = chain.authority.pubkey()
+        with pytest.raises(ProgramError) as e:  # the rent may not go to the IDL account itself
+            await rpc.send(
+                [idl_account.close_instruction(me, program, idl_account.idl_address(program))],
+                chain.authority,
+            )
+        assert (e.value.name, e.value.code) == ("DuplicateAccount", code_of["DuplicateAccount"])
+        await rpc.send([idl_account.close_instruction(me, program, me)], chain.authority)
+    assert await idl_account.fetch(chain.rpc, program) is None
 
 
 async def test_the_program_checks_who_creates_and_writes(chain):

@@ -1,8 +1,13 @@
 /* The treasurer program: escrow a run's reward token and pay members for the points the coordinator
    settled. Dispatch only; each instruction is its own file. */
+#include <sol/anchor_idl.h>
+
 #include "treasurer.h"
 
 #define MAX_ACCOUNTS 12
+
+/* What Anchor's IDL instructions refuse, in this program's error codes. */
+static const SolAnchorIdlErrors IDL_ERRORS = SOL_ANCHOR_IDL_ERRORS;
 
 uint64_t entrypoint(const uint8_t *input) {
   SolAccountInfo accounts[MAX_ACCOUNTS];
@@ -23,6 +28,7 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_UNSTAKE: return unstake(&p);
     case IX_WITHDRAW_STAKE: return withdraw_stake(&p);
     case IX_SLASH: return slash(&p);
+    case SOL_ANCHOR_IDL_IX_TAG: return sol_anchor_idl(&p, &IDL_ERRORS); /* so Anchor tooling finds the IDL */
     default: return ERR_INVALID_INSTRUCTION;
   }
 }

@@ -57,11 +57,13 @@ class Settings:
                 self.reachable = True
             raise
 
-    def rpc(self):
-        from .coordinator_core import load_idl
+    def rpc(self, program: str = PROGRAM_NAME):
+        """An RPC session that names failures by `program`'s errors (the coordinator's by default)."""
+        from . import artifacts
+        from .idl import Idl
         from .rpc import Rpc
 
-        return Rpc(self.cluster.urls, idl=load_idl())
+        return Rpc(self.cluster.urls, idl=Idl.load(artifacts.idl_path(program)))
 
     def run_client(self, rpc: Any):
         from .client import RunClient

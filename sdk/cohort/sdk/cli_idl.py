@@ -41,7 +41,7 @@ def publish(settings: Settings, program: str, idl_path: Path | None, as_json: bo
     program_id, wallet = settings.program_id(program), settings.keypair()
 
     async def body():
-        async with settings.rpc() as rpc:
+        async with settings.rpc(program) as rpc:
             return await idl_account.publish(rpc, wallet, program_id, idl)
 
     done = run(body())
@@ -69,7 +69,7 @@ def fetch(settings: Settings, program: str, out: Path | None) -> None:
     program_id = settings.program_id(program)
 
     async def body():
-        async with settings.rpc() as rpc:
+        async with settings.rpc(program) as rpc:
             return await idl_account.fetch(rpc, program_id)
 
     found = run(body())

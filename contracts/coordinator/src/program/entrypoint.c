@@ -1,14 +1,18 @@
 /* The coordinator program: decode the instruction, check its accounts, run the core, bump the nonce.
    Every rule about runs lives in ../core; this file only knows Solana. */
+#include <sol/anchor_idl.h>
+
 #include "accounts.h"
 #include "generated/ix_accounts.h"
 #include "endpoint.h"
-#include "idl.h"
 #include "pda.h"
 #include "points.h"
 #include "proofs.h"
 
 #define MAX_ACCOUNTS 7
+
+/* What Anchor's IDL instructions refuse, in this program's error codes. */
+static const SolAnchorIdlErrors IDL_ERRORS = SOL_ANCHOR_IDL_ERRORS;
 
 static uint64_t need_accounts(const SolParameters *p, uint64_t n) {
   return p->ka_num >= n ? SUCCESS : ERR_MISSING_ACCOUNTS;
@@ -461,7 +465,7 @@ uint64_t entrypoint(const uint8_t *input) {
     case IX_REPORT_EQUIVOCATION: return report_equivocation(&params);
     case IX_REPORT_CHECK: return report_check(&params);
     case IX_CLOSE_RUN: return close_run(&params);
-    case ANCHOR_IDL_IX_TAG: return anchor_idl(&params); /* so Anchor tooling finds the IDL */
+    case SOL_ANCHOR_IDL_IX_TAG: return sol_anchor_idl(&params, &IDL_ERRORS); /* so Anchor tooling finds the IDL */
     default: return ERR_INVALID_INSTRUCTION;
   }
 }
