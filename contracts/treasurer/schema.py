@@ -175,6 +175,12 @@ Treasury = S(
     ),
     F("stake_vault", PUBKEY, 'PDA ["stakes", treasury]: the token account holding the stakes'),
     F("slashed", U64, "base units slashed into the reward vault (the pool)"),
+    F(
+        "staked",
+        U64,
+        "base units the stake vault holds for live stakes (Staked or Unstaking): the treasury "
+        "closes only once this is 0, so no stake is ever stranded",
+    ),
     doc='PDA ["treasury", run]: one run\'s reward escrow and its rule.',
 )
 Stake = S(
@@ -351,14 +357,21 @@ INSTRUCTIONS = (
             Account(
                 "rent_recipient",
                 writable=True,
-                doc="the treasury's payer: receives both accounts' rent",
+                doc="the treasury's payer: receives the accounts' rent",
+            ),
+            Account(
+                "stake_vault",
+                writable=True,
+                doc="the treasury's stake vault when stakes are on (closed with the treasury; what "
+                "was sent to it beyond the stakes goes to the destination), else any account",
             ),
             _mint,
             _token_program,
         ),
         None,
-        "After the claim window: the unclaimed rest goes to the authority's destination, the vault and the "
-        "treasury are closed and their rent goes back to whoever paid it.",
+        "After the claim window, once every stake was withdrawn or slashed: the unclaimed rest goes to the "
+        "authority's destination, the vaults and the treasury are closed and their rent goes back to the "
+        "treasury's payer.",
     ),
     Instruction(
         "close_member",
@@ -417,7 +430,7 @@ INSTRUCTIONS = (
         (
             Account("wallet", writable=True, signer=True, doc="stakes, pays the rents"),
             Account("source", writable=True, doc="the wallet's token account of the mint"),
-            Account("treasury", doc='PDA ["treasury", run]'),
+            _treasury_w,
             Account("stake", writable=True, doc='PDA ["stake", treasury, wallet]: created'),
             _stake_vault_w,
             _mint,
@@ -453,7 +466,7 @@ INSTRUCTIONS = (
         "withdraw_stake",
         (
             Account("wallet", writable=True, signer=True, doc="receives the Stake account's rent"),
-            Account("treasury", doc='PDA ["treasury", run]'),
+            _treasury_w,
             _stake_w,
             _stake_vault_w,
             Account("destination", writable=True, doc="a token account of the mint"),
@@ -569,6 +582,7 @@ ERRORS = (
         "Neither the Run's client nor its registry entry at this index is this wallet, convicted",
     ),
     Error("DuplicateAccount", "The same account was passed for two roles"),
+    Error("StakesRemain", "Stakes are still held: each must be withdrawn or slashed first"),
 )
 
 

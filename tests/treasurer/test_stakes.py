@@ -306,3 +306,30 @@ def test_a_verification_conviction_slashes_the_stake(tc, core):
     assert tc.balance(treasury["stake_vault"]) == STAKE * (CLIENTS - 1)
     assert tc.treasury(run)["slashed"] == STAKE
     assert chain.join_fails(members[index], run) == "JoinNotAuthorized"
+
+
+def test_the_treasury_closes_only_once_every_stake_is_withdrawn(tc, core):
+    """withdraw_stake needs the Treasury: closing it while a stake is held would strand that stake, so
+    close_treasury waits for the last withdrawal, then closes both vaults (tokens sent to the stake vault
+    beyond the stakes go with the unclaimed rest)."""
+    chain, t = tc.chain, tc.treasurer
+    authority, run, mint, mint_authority = staked_run(tc)
+    treasury = tc.treasury(run)
+    wallet, source = fund_wallet(tc, mint, mint_authority)
+    tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    tc.mint_to(mint, mint_authority, treasury["stake_vault"], 7)  # a gift nobody staked
+    chain.call("set_paused", authority, run, {"paused": True})
+    chain.call("close_run", authority, run, run_index=chain.run_index_address(b"test-run"),
+               recipient=authority.pubkey())  # fmt: skip
+    tc.send([t.mark_run_closed(run)], [])
+    destination = tc.token_account(mint, authority.pubkey())
+    close = t.close_treasury(run, tc.treasury(run), destination)
+    assert tc.fails([close], [authority]) == "StakesRemain"
+    tc.send([t.unstake(run, wallet.pubkey())], [wallet])
+    chain.advance(FLOOR)
+    tc.send([t.withdraw_stake(run, treasury, wallet.pubkey(), source)], [wallet])
+    assert tc.balance(source) == STAKE and tc.treasury(run)["staked"] == 0
+    tc.send([close], [authority], measure="close_treasury (stakes)")
+    assert tc.balance(destination) == 7
+    assert chain.account_bytes(treasury["stake_vault"]) is None
+    assert chain.account_bytes(t.treasury_address(run)) is None

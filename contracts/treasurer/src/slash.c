@@ -75,6 +75,7 @@ uint64_t slash(SolParameters *p) {
   Slashed event = {*a.treasury->key, s->wallet, *a.reporter->key, s->amount};
   emit(EVENT_SLASHED, &event, sizeof(event));
   t->slashed = slashed;
+  t->staked -= s->amount; /* every live stake's amount was added to it */
   s->amount = 0;
   s->state = STAKE_STATE_SLASHED;
   return SUCCESS;

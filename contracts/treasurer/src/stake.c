@@ -18,12 +18,14 @@ uint64_t stake(SolParameters *p) {
                      &ka[ACC_STAKE_JOINER],        &ka[ACC_STAKE_COORDINATOR_PROGRAM], &ka[ACC_STAKE_SYSTEM_PROGRAM]};
   TRY(check_signer(a.wallet));
   Treasury *t;
-  TRY(load_treasury(p, a.treasury, false, &t));
+  TRY(load_treasury(p, a.treasury, true, &t));
   Joiner j = {p, a.treasury, t, a.run, a.authorization, a.joiner, a.coordinator_program, a.system_program};
   TRY(check_joiner(&j));
   TRY(check_token_accounts(t, NULL, a.mint, a.token_program));
   if (!sol_pubkey_eq(a.stake_vault->key, &t->stake_vault)) return ERR_WRONG_VAULT;
   if (sol_pubkey_eq(a.source->key, &t->stake_vault)) return ERR_WRONG_VAULT;
+  uint64_t staked;
+  if (!sol_add_u64(t->staked, t->stake_amount, &staked)) return ERR_ARITHMETIC_OVERFLOW;
 
   SolSignerSeed seeds[4] = {{(const uint8_t *)STAKE_SEED, sizeof(STAKE_SEED) - 1},
                             {a.treasury->key->x, SIZE_PUBKEY},
@@ -42,5 +44,6 @@ uint64_t stake(SolParameters *p) {
   s->treasury = *a.treasury->key;
   s->wallet = *a.wallet->key;
   s->amount = t->stake_amount; /* what the stake vault holds for it, whatever the rule becomes later */
+  t->staked = staked;
   return SUCCESS;
 }

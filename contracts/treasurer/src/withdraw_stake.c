@@ -17,7 +17,7 @@ uint64_t withdraw_stake(SolParameters *p) {
   TRY(check_signer(a.wallet));
   Treasury *t;
   Stake *s;
-  TRY(load_treasury(p, a.treasury, false, &t));
+  TRY(load_treasury(p, a.treasury, true, &t));
   TRY(load_stake(p, a.stake, a.treasury, &s));
   if (!sol_pubkey_eq(&s->wallet, a.wallet->key)) return ERR_WRONG_PDA;
   if (s->state == STAKE_STATE_UNSTAKING) {
@@ -31,6 +31,7 @@ uint64_t withdraw_stake(SolParameters *p) {
     treasury_signer(t, &signer);
     TokenTransfer back = {a.token_program, a.stake_vault, a.mint, a.destination, a.treasury};
     TRY(token_transfer_checked(&back, s->amount, t->decimals, &signer.signer));
+    t->staked -= s->amount; /* every live stake's amount was added to it */
   } else if (s->state != STAKE_STATE_SLASHED) {
     return ERR_WRONG_STAKE_STATE; /* Staked: unstake first */
   }

@@ -214,8 +214,11 @@ class Treasurer:
     ) -> Instruction:
         accounts = ix.CloseTreasuryAccounts(
             authority=treasury["authority"], treasury=self.treasury_address(run), vault=treasury["vault"],
-            destination=destination, rent_recipient=treasury["payer"], mint=treasury["mint"],
-            token_program=treasury["token_program"],
+            destination=destination, rent_recipient=treasury["payer"],
+            # without stakes any account will do: the vault, already named
+            stake_vault=treasury["stake_vault"] if treasury["stake_vault"] != Pubkey.default()
+            else treasury["vault"],
+            mint=treasury["mint"], token_program=treasury["token_program"],
         )  # fmt: skip
         return ix.close_treasury(self.program_id, accounts)
 

@@ -78,8 +78,9 @@ typedef struct {
   int64_t unstake_delay;
   SolPubkey stake_vault;
   uint64_t slashed;
+  uint64_t staked;
 } Treasury;
-SOL_STATIC_ASSERT(sizeof(Treasury) == 328, "Treasury layout");
+SOL_STATIC_ASSERT(sizeof(Treasury) == 336, "Treasury layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, bump) == 0, "Treasury.bump");
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, vault_bump) == 1, "Treasury.vault_bump");
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, decimals) == 2, "Treasury.decimals");
@@ -101,6 +102,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, stake_amount) == 272, "Treasury.s
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, unstake_delay) == 280, "Treasury.unstake_delay");
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, stake_vault) == 288, "Treasury.stake_vault");
 SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, slashed) == 320, "Treasury.slashed");
+SOL_STATIC_ASSERT(__builtin_offsetof(Treasury, staked) == 328, "Treasury.staked");
 
 /* PDA ["member", treasury, wallet]: a member's claim key and what it has been paid. */
 typedef struct {
@@ -303,3 +305,4 @@ static const SolPubkey TREAS_TOKEN_2022_PROGRAM_ID = {{0x06, 0xdd, 0xf6, 0xe1, 0
 #define ERR_STAKE_LOCKED 6039
 #define ERR_NOT_CONVICTED 6040
 #define ERR_DUPLICATE_ACCOUNT 6041
+#define ERR_STAKES_REMAIN 6042

@@ -333,6 +333,7 @@ class CloseTreasuryAccounts:
     vault: Pubkey  # writable
     destination: Pubkey  # writable
     rent_recipient: Pubkey  # writable
+    stake_vault: Pubkey  # writable
     mint: Pubkey
     token_program: Pubkey
 
@@ -343,6 +344,7 @@ class CloseTreasuryAccounts:
             AccountMeta(self.vault, False, True),
             AccountMeta(self.destination, False, True),
             AccountMeta(self.rent_recipient, False, True),
+            AccountMeta(self.stake_vault, False, True),
             AccountMeta(self.mint, False, False),
             AccountMeta(self.token_program, False, False),
         ]
@@ -352,7 +354,7 @@ CLOSE_TREASURY_DISCRIMINATOR = bytes.fromhex("71ef00490c71ab2b")
 
 
 def close_treasury(program_id: Pubkey, accounts: CloseTreasuryAccounts) -> Instruction:
-    """After the claim window: the unclaimed rest goes to the authority's destination, the vault and the treasury are closed and their rent goes back to whoever paid it."""
+    """After the claim window, once every stake was withdrawn or slashed: the unclaimed rest goes to the authority's destination, the vaults and the treasury are closed and their rent goes back to the treasury's payer."""
     return Instruction(program_id, CLOSE_TREASURY_DISCRIMINATOR, accounts.metas())
 
 
@@ -422,7 +424,7 @@ class StakeAccounts:
 
     wallet: Pubkey  # signer, writable
     source: Pubkey  # writable
-    treasury: Pubkey
+    treasury: Pubkey  # writable
     stake: Pubkey  # writable
     stake_vault: Pubkey  # writable
     mint: Pubkey
@@ -437,7 +439,7 @@ class StakeAccounts:
         return [
             AccountMeta(self.wallet, True, True),
             AccountMeta(self.source, False, True),
-            AccountMeta(self.treasury, False, False),
+            AccountMeta(self.treasury, False, True),
             AccountMeta(self.stake, False, True),
             AccountMeta(self.stake_vault, False, True),
             AccountMeta(self.mint, False, False),
@@ -497,7 +499,7 @@ class WithdrawStakeAccounts:
     """The accounts of `withdraw_stake`, in order."""
 
     wallet: Pubkey  # signer, writable
-    treasury: Pubkey
+    treasury: Pubkey  # writable
     stake: Pubkey  # writable
     stake_vault: Pubkey  # writable
     destination: Pubkey  # writable
@@ -507,7 +509,7 @@ class WithdrawStakeAccounts:
     def metas(self) -> list[AccountMeta]:
         return [
             AccountMeta(self.wallet, True, True),
-            AccountMeta(self.treasury, False, False),
+            AccountMeta(self.treasury, False, True),
             AccountMeta(self.stake, False, True),
             AccountMeta(self.stake_vault, False, True),
             AccountMeta(self.destination, False, True),
