@@ -1185,6 +1185,25 @@ def test_a_seed_revealed_after_the_decision_draws_our_checks_and_a_failure_is_re
     assert of(d.feed(Checked(0, 2, 3, False, "we no longer hold the weights")), ReportCheck) == []
 
 
+def test_a_report_refused_because_its_check_lapsed_is_an_event_and_is_not_sent_again(core):
+    """The check's seed left the chain's window before our report landed (CheckExpired): the machine says
+    so (check_lapsed: step, trainer) instead of dropping it silently, and does not send it again."""
+    d = Driver(core, clients=4, verification_percent=100)
+    applied_through_step_3(d)
+    report = ReportCheck(2, 2, "PayloadMismatch")
+    assert of(
+        d.feed(Checked(0, 2, 2, False, "signs disagree", "PayloadMismatch")), ReportCheck
+    ) == [report]
+    out = d.feed(TxDone(report, False, "CheckExpired"))
+    assert [e.fields for e in emitted(out, "check_lapsed")] == [{"step": 2, "trainer": 2}]
+    assert not emitted(out, "tx_refused") and not emitted(out, "check_reported")
+    assert of(d.feed(TimerFired(), dt=5.0), ReportCheck) == []  # nothing left to send
+    # any other refusal (or a report that landed) says nothing of a lapse
+    d.feed(Checked(0, 2, 3, False, "signs disagree", "StateMismatch"))
+    out = d.feed(TxDone(ReportCheck(2, 3, "StateMismatch"), False, "DuplicateReport"))
+    assert not emitted(out, "check_lapsed")
+
+
 def next_decided_round(d: Driver, step: int) -> list:
     """Our step `step` trained and everyone's held, the round attesting it decides it with every result, we
     apply it and the next round starts: the actions of the update that saw it."""

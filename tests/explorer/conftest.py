@@ -46,12 +46,19 @@ class Chain:
     metrics = staticmethod(metrics)
 
     async def create_run(
-        self, run_id: str, client: RunClient | None = None, **metadata: str
+        self,
+        run_id: str,
+        client: RunClient | None = None,
+        config: dict | None = None,
+        **metadata: str,
     ) -> RunFile:
-        """A run from the example config with another id (and metadata fields replaced)."""
+        """A run from the example config with another id (and metadata fields, `config` fields replaced)."""
         run_file = load_run_file(EXAMPLE, self.core)
         run_file = dataclasses.replace(
-            run_file, run_id=run_id, metadata=dataclasses.replace(run_file.metadata, **metadata)
+            run_file,
+            run_id=run_id,
+            metadata=dataclasses.replace(run_file.metadata, **metadata),
+            config=dataclasses.replace(run_file.config, **(config or {})),
         )
         await (client or self.client).create_run(self.authority, run_file)
         return run_file

@@ -8,7 +8,7 @@ import time
 from urllib.parse import quote
 
 import httpx2
-from support.scripted_run import start_epoch
+from support.scripted_run import convict_by_checks, start_epoch
 
 from cohort.sdk.explorer import Explorer
 from cohort.sdk.explorer.api import metrics as metrics_answer
@@ -50,7 +50,9 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
             detail = (await http.get(f"/api/runs/{key}")).json()
             assert detail["address"] == run["address"]
         assert set(detail) == {"address", "program", "run_id", "closed", "state", "links", "timeline",
-                               "recent_rounds", "transactions", "indexer"}  # fmt: skip
+                               "recent_rounds", "transactions", "verification", "indexer"}  # fmt: skip
+        assert detail["verification"] == {"checks_failed": 0, "disputes_opened": 0, "convictions": 0,
+                                          "members": []}  # fmt: skip
         state = detail["state"]
         assert state["phase"] == "RoundTrain" and state["description"].startswith("A 20M-parameter")
         assert set(state["checkpoint"]) >= {"kind", "repo", "revision", "sha256", "step"}
@@ -178,3 +180,43 @@ def test_the_command_reports_bad_input_in_one_line(tmp_path):
         result.returncode == 1
         and result.stderr.strip() == "Error: program id 'not-a-key' is not a base58 address"
     )
+
+
+async def test_each_members_checks_disputes_and_convictions(chain, tmp_path):
+    """A run whose every step is checked: two verifiers fail a trainer's step (CheckFailed twice, the second
+    opens a dispute), its committee convicts it (DisputeClosed Convicted, ClientConvicted FailedVerification).
+    The run's answer lists that member's history from the stored events, and the state the chain holds now."""
+    await chain.create_run("checked", config={"verification_percent": 100})
+    members = await chain.members()
+    await start_epoch(chain.client, "checked", members)
+    facts = await convict_by_checks(chain.client, "checked", members)
+    step, trainer = facts["step"], facts["trainer"]
+    wallets = {i: str(k.pubkey()) for i, k in facts["wallets"].items()}
+    async with (
+        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
+                 port=0, core=chain.core) as ex,
+        httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
+    ):  # fmt: skip
+        await caught_up(ex)
+        detail = (await http.get("/api/runs/checked")).json()
+    v = detail["verification"]
+    assert (v["checks_failed"], v["disputes_opened"], v["convictions"]) == (2, 1, 1)
+    (member,) = v["members"]
+    assert (member["epoch"], member["index"], member["wallet"]) == (0, trainer, wallets[trainer])
+    first, second = (wallets[i] for i in facts["verifiers"])
+    # the two reports of the check, then the committee's two (reports go to the open dispute: no CheckFailed)
+    assert [(c["step"], c["verifier"], c["reason"], c["reports"]) for c in member["failed_checks"]] == [
+        (step, first, "PayloadMismatch", 1), (step, second, "StateNotDelivered", 2)]  # fmt: skip
+    assert all(c["signature"] and c["block_time"] for c in member["failed_checks"])
+    (dispute,) = member["disputes"]
+    assert (dispute["step"], dispute["outcome"], dispute["fails"], dispute["passes"]) == (
+        step, "Convicted", 2, 0)  # fmt: skip
+    assert dispute["committee"] == 2 and dispute["seed_step"] > step and dispute["opened_at"]
+    (conviction,) = member["convictions"]
+    assert (conviction["step"], conviction["reason"]) == (step, "FailedVerification")
+    # and the chain's picture now, in the state: convicted and banned, nothing open
+    now = detail["state"]["verification"]
+    assert (now["open_checks"], now["open_disputes"]) == (0, 0)
+    assert now["banned"] == [{"wallet": wallets[trainer], "banned_until": 5}]
+    (row,) = [m for m in now["members"] if m["index"] == trainer]
+    assert row["convicted"] and row["banned_until"] == 5

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.scripted_run import start_epoch, submit_witnesses
+from support.scripted_run import convict_by_checks, start_epoch, submit_witnesses
 
 from cohort.sdk.explorer import Explorer
 
@@ -126,3 +126,63 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
             assert dialogs == [] and errors == []
         finally:
             await browser.close()
+
+
+async def test_the_run_page_shows_a_members_checks_disputes_and_conviction(chain, tmp_path):
+    """A trainer's check fails, its dispute convicts it: the run page's checks section shows that member's
+    history (two failed checks, the dispute's outcome, the conviction's reason) and its ban; a run with none
+    shows no such section."""
+    async_playwright = _browser_or_skip()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    await chain.create_run("checked", config={"verification_percent": 100})
+    await chain.create_run("quiet")
+    members = await chain.members()
+    await start_epoch(chain.client, "checked", members)
+    facts = await convict_by_checks(chain.client, "checked", members)
+    wallet = str(facts["wallets"][facts["trainer"]].pubkey())
+    async with (
+        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
+                 port=0, poll_interval=1.0, core=chain.core) as ex,
+        async_playwright() as pw,
+    ):  # fmt: skip
+        await _caught_up(ex, 2)
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = await (
+                await browser.new_context(viewport={"width": 1280, "height": 1000})
+            ).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.goto(ex.url + "/runs/checked")
+            await page.wait_for_selector("body[data-loaded]")
+            assert await page.locator("#checks").is_visible()
+            row = page.locator("#check-members tbody tr")
+            assert await row.count() == 1 and await row.get_attribute("data-wallet") == wallet
+            step = facts["step"]
+            assert await row.locator(".failed-checks").inner_text() == (
+                f"s{step} PayloadMismatch by {short(facts, 0)} (1), "
+                f"s{step} StateNotDelivered by {short(facts, 1)} (2)"
+            )
+            assert (
+                await row.locator(".disputes").inner_text()
+                == f"s{step} Convicted (2 fail, 0 pass of 2)"
+            )
+            assert (await row.locator(".convictions").inner_text()).startswith(
+                f"FailedVerification at s{step}"
+            )
+            assert await row.locator(".now").inner_text() == "convicted; banned until epoch 5"
+            summary = await page.locator("#checks-summary").inner_text()
+            assert summary.startswith("2 failed check reports, 1 disputes opened, 1 convictions")
+            await page.screenshot(path=str(ARTIFACTS / "run-checks.png"), full_page=True)
+            await page.goto(ex.url + "/runs/quiet")
+            await page.wait_for_selector("body[data-loaded]")
+            assert await page.locator("#checks").is_hidden()
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+def short(facts: dict, k: int) -> str:
+    """The page's short form of the k-th verifier's wallet (6 characters, …, 6 characters)."""
+    wallet = str(facts["wallets"][facts["verifiers"][k]].pubkey())
+    return wallet[:6] + "…" + wallet[-6:]

@@ -9,10 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from support.scripted_run import convict_by_checks, funded_run, start_epoch
 
 from cohort.sdk import loader_v3
 from cohort.sdk.deploy import buffer_keypair_path, deploy_program
 from cohort.sdk.rpc import Rpc
+from cohort.sdk.run_config import load_run_file
 from cohort.sdk.wallet import load_keypair
 
 
@@ -130,3 +132,72 @@ def test_create_status_pause_update_resume_list_close(workspace, helpers, tmp_pa
     assert "example-kjv" not in {
         r["run_id"] for r in json.loads(ws.cli("run", "list", "--json").output)
     }
+
+
+def test_status_shows_failed_checks_disputes_and_convictions(workspace, helpers, core, tmp_path):
+    """`run status` shows what the chain holds about checks, per member of the epoch: an open tally of failure
+    reports (1 of 2 verifiers), then the dispute it opened (its committee not drawn yet), then the conviction
+    and the registry's ban; the run-wide counts of the maxima. A run with nothing to show has no such column."""
+    config = helpers.config_copy(
+        tmp_path, "status-checked", **{"verification_percent = 5 ": "verification_percent = 100 "}
+    )
+    run_file = load_run_file(config, core)
+    seen: dict[str, tuple[dict, str]] = {}
+
+    async def look(stage: str, facts: dict) -> None:
+        as_json = await asyncio.to_thread(status, workspace, "status-checked")
+        text = await asyncio.to_thread(workspace.cli, "run", "status", "status-checked")
+        assert text.exit_code == 0, text.output
+        seen[stage] = (as_json, text.output)
+
+    async def play() -> dict:
+        async with funded_run(workspace, core, run_file) as (_, client, members):
+            await start_epoch(client, "status-checked", members)
+            await look("started", {})
+            return await convict_by_checks(client, "status-checked", members, look)
+
+    facts = asyncio.run(play())
+    step, trainer = facts["step"], facts["trainer"]
+    wallet = str(facts["wallets"][trainer].pubkey())
+
+    def member(stage: str) -> dict:
+        (m,) = [m for m in seen[stage][0]["verification"]["members"] if m["index"] == trainer]
+        assert m["wallet"] == wallet
+        return m
+
+    started, text = seen["started"]
+    assert started["verification"] == {"open_checks": 0, "check_slots": 16, "open_disputes": 0,
+                                       "max_disputes": 4, "members": started["verification"]["members"],
+                                       "banned": []}  # fmt: skip
+    assert len(started["verification"]["members"]) == 3
+    assert "checks" not in text  # nothing to show: no column, no line
+
+    v, text = seen["reported"]
+    assert (v["verification"]["open_checks"], v["verification"]["open_disputes"]) == (1, 0)
+    assert member("reported") == {"index": trainer, "wallet": wallet, "convicted": False, "banned_until": None,
+                                  "failed_checks": [{"step": step, "reports": 1, "verifiers": 2, "disputed": False}],
+                                  "disputes": []}  # fmt: skip
+    assert f"check s{step} 1/2 failed" in text and "open: 1/16 check tallies, 0/4 disputes" in text
+
+    v, text = seen["disputed"]
+    assert (v["verification"]["open_checks"], v["verification"]["open_disputes"]) == (1, 1)
+    m = member("disputed")
+    assert m["failed_checks"] == [{"step": step, "reports": 2, "verifiers": 2, "disputed": True}]
+    (dispute,) = m["disputes"]
+    assert (dispute["step"], dispute["fails"], dispute["passes"], dispute["committee"]) == (
+        step,
+        0,
+        0,
+        None,
+    )
+    assert f"dispute s{step} 0 fail 0 pass committee not drawn yet" in text
+    assert f"check s{step}" not in text and "1/16 check tallies, 1/4 disputes" in text
+
+    v, text = seen["convicted"]
+    ban = v["epoch"] + 1 + run_file.config.conviction_ban_epochs
+    assert (v["verification"]["open_checks"], v["verification"]["open_disputes"]) == (0, 0)
+    assert member("convicted") == {"index": trainer, "wallet": wallet, "convicted": True, "banned_until": ban,
+                                   "failed_checks": [], "disputes": []}  # fmt: skip
+    assert v["verification"]["banned"] == [{"wallet": wallet, "banned_until": ban}]
+    assert next(c for c in v["clients"] if c["index"] == trainer)["health"] == "Convicted"
+    assert f"convicted, banned until epoch {ban}" in text and "0/4 disputes; 1 convicted" in text

@@ -136,3 +136,48 @@ async def play_epoch(
     await client.tick(members[0], run_id)
     await state()
     return phases
+
+
+Stage = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+async def _no_stage(stage: str, facts: dict[str, Any]) -> None:
+    pass
+
+
+async def convict_by_checks(
+    client: RunClient, run_id: str, members: list[Keypair], at: Stage = _no_stage
+) -> dict[str, Any]:
+    """In a run with verification_percent = 100 and three members in its first round (start_epoch): play
+    rounds until step start_step's checks are drawn, then its two verifiers fail trainer 0's check (a
+    dispute opens) and, once its committee is drawn, convict it. `at(stage, facts)` runs after each stage:
+    "reported" (one failure of two), "disputed" (the dispute is open), "convicted". Returns the facts: step,
+    trainer, verifiers (epoch indices), wallets (epoch index -> Keypair)."""
+    core = CoordinatorCore(idl=client.idl)
+    run = await client.fetch_run(run_id)
+    for _ in range(
+        3
+    ):  # the round of height 3 reveals the seed of height 4: the first step's checks
+        await submit_witnesses(client, run, members)
+        await client.start_pending_round(members[0], run_id)
+        run = await client.fetch_run(run_id)
+    step, trainer = run.start_step, 0
+    seed = run.check_seed(step)
+    assert seed is not None
+    verifiers = core.check_plan(run.data[8:], step, seed, trainer)
+    assert len(verifiers) == 2, verifiers
+    wallets = {c.index: next(m for m in members if m.pubkey() == c.signer) for c in run.clients}
+    facts = {"step": step, "trainer": trainer, "verifiers": verifiers, "wallets": wallets}
+    first, second = wallets[verifiers[0]], wallets[verifiers[1]]
+    await client.report_check(first, run_id, step, trainer, "PayloadMismatch")
+    await at("reported", facts)
+    await client.report_check(second, run_id, step, trainer, "StateNotDelivered")
+    await at("disputed", facts)
+    for _ in range(2):  # the committee's seed: DISPUTE_SEED_LAG rounds after the one it opened in
+        run = await client.fetch_run(run_id)
+        await submit_witnesses(client, run, members)
+        await client.start_pending_round(members[0], run_id)
+    await client.report_check(first, run_id, step, trainer, "PayloadMismatch")
+    await client.report_check(second, run_id, step, trainer, "StateMismatch")
+    await at("convicted", facts)
+    return facts

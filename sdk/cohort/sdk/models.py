@@ -204,6 +204,38 @@ class RegistryEntry:
     p2p_identity: Pubkey
     earned: int
     pending: bool  # joined for the next epoch
+    # after a conviction: the first epoch the wallet may join again (0: never convicted)
+    banned_until: int = 0
+
+
+@dataclass(frozen=True)
+class FailedCheckTally:
+    """The failure reports of one check (step, trainer) the chain holds (Run.failed_checks): bit k of
+    `reporters` is the check's k-th verifier (CoordinatorCore.check_plan's order)."""
+
+    step: int
+    trainer: int  # epoch client index
+    reporters: int
+    replay: int  # bit k: the k-th verifier claimed a replay mismatch
+
+    @property
+    def reports(self) -> int:
+        return self.reporters.bit_count()
+
+
+@dataclass(frozen=True)
+class DisputeTally:
+    """One dispute slot the chain holds (Run.dispute_tallies): its committee's votes so far (epoch indices)."""
+
+    step: int
+    trainer: int
+    seed_step: int  # the round whose seed draws the committee
+    fails: frozenset[int]
+    passes: frozenset[int]
+
+
+def _bits(bitmap: bytes) -> frozenset[int]:
+    return frozenset(i for i in range(len(bitmap) * 8) if bitmap[i // 8] >> (i % 8) & 1)
 
 
 @dataclass(frozen=True)
@@ -273,6 +305,10 @@ class Run:
     # (attested step, its decided root or None: its round ended undecided) of the epoch's last rounds, kept past
     # the round ring (DECISION_WINDOW of them, in the hot prefix), oldest first
     decisions: tuple[tuple[int, bytes | None], ...] = ()
+    # the slots of failed-check tallies and disputes the chain holds (outside the hot prefix, like disputes;
+    # a slot may hold an expired tally or a lapsed dispute: status.verification tells which are open)
+    failed_checks: tuple[FailedCheckTally, ...] = ()
+    dispute_tallies: tuple[DisputeTally, ...] = ()
 
     def decided(self, step: int) -> tuple[bool, bytes | None]:
         """Whether the chain still tells what step `step`'s round decided, and its root (None: undecided)."""
@@ -370,12 +406,23 @@ class Run:
         disputes = tuple(sorted(
             (d["step"], d["trainer"], d["seed_step"]) for d in raw.get("disputes", ()) if d["step"]
         )) if raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown") else ()  # fmt: skip
+        checking = raw["run_state"] in ("RoundTrain", "RoundWitness", "Cooldown")
+        failed_checks = tuple(sorted(
+            (FailedCheckTally(t["step"], t["trainer"], t["reporters"], t["replay"])
+             for t in raw.get("failed_checks", ()) if t["step"]), key=lambda t: (t.step, t.trainer)
+        )) if checking else ()  # fmt: skip
+        dispute_tallies = tuple(sorted(
+            (DisputeTally(d["step"], d["trainer"], d["seed_step"], _bits(bytes(d["fails"])),
+                          _bits(bytes(d["passes"]))) for d in raw.get("disputes", ()) if d["step"]),
+            key=lambda d: (d.step, d.trainer),
+        )) if checking else ()  # fmt: skip
         decisions = tuple(sorted(
             (e["step"], bytes(e["root"]) if e["outcome"] == 1 else None)
             for e in epoch.get("decisions", ()) if e["outcome"] in (1, 2) and e["step"] >= epoch["start_step"]
         ))  # fmt: skip
         registry = tuple(
-            RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"])
+            RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"],
+                          e.get("banned_until", 0))
             for e in raw["registry"][: raw["registry_len"]]
         )  # fmt: skip
         return cls(
@@ -410,6 +457,8 @@ class Run:
             check_seed_lag=lag,
             disputes=disputes,
             decisions=decisions,
+            failed_checks=failed_checks,
+            dispute_tallies=dispute_tallies,
         )
 
 

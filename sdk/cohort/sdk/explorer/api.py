@@ -12,6 +12,7 @@ from typing import Any
 from . import links
 from .indexer import IndexerStatus
 from .store import Store
+from .verification import NAMES, StoredEvent, VerificationHistory, history
 
 DEFAULT_POINTS = 1000  # chart points per answer: more steps than this are averaged in buckets
 MAX_POINTS = 5000
@@ -96,8 +97,32 @@ def run(store: Store, status: IndexerStatus, key: str, cluster_url: str) -> dict
         "timeline": timeline,
         "recent_rounds": [{"step": step, "witnesses": ws} for step, ws in rounds.items()],
         "transactions": transactions,
+        "verification": verification(store, address, s).to_json(),
         "indexer": _status(status),
     }
+
+
+def verification(store: Store, address: str, state: dict[str, Any]) -> VerificationHistory:
+    """Each member's checks failed, disputes and convictions, from the stored events. A member's wallet: from
+    the events, the run's current members (this epoch), or who witnessed as that index in its epoch."""
+    rows = store.verification_events(address, NAMES)
+    events = [StoredEvent(r["id"], r["name"], json.loads(r["data"]), r["block_time"], r["signature"])
+              for r in rows]  # fmt: skip
+    starts = sorted((e.data["epoch"], e.id) for e in events if e.name == "RunStateChanged")
+    current = {c["index"]: c["wallet"] for c in state.get("clients", [])}
+
+    def wallet_of(epoch: int, index: int) -> str | None:
+        if epoch == state.get("epoch") and index in current:
+            return current[index]
+        ids = [i for _, i in starts]
+        at = next((k for k, (e, _) in enumerate(starts) if e == epoch), None)
+        if at is None:
+            return None
+        return store.witness_signer(
+            address, index, ids[at], ids[at + 1] if at + 1 < len(ids) else None
+        )
+
+    return history(events, wallet_of)
 
 
 def _timeline(store: Store, address: str) -> list[dict[str, Any]]:

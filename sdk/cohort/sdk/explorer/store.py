@@ -317,6 +317,28 @@ class Store:
         args.append(limit)
         return self.db.execute(sql, args).fetchall()
 
+    def verification_events(self, run: str, names: tuple[str, ...]) -> list[sqlite3.Row]:
+        """The run's events named `names` and the RunStateChanged that started each epoch (to Warmup), oldest
+        first: (id, name, block_time, data, signature)."""
+        marks = ", ".join("?" for _ in names)
+        return self.db.execute(
+            "SELECT e.id, e.name, e.block_time, e.data, t.signature FROM events e"
+            " JOIN transactions t ON t.seq = e.seq WHERE e.run = ? AND (e.name IN (" + marks + ")"
+            " OR (e.name = 'RunStateChanged' AND json_extract(e.data, '$.to_state') = 'Warmup'))"
+            " ORDER BY e.id",
+            (run, *names),
+        ).fetchall()
+
+    def witness_signer(self, run: str, index: int, after: int, before: int | None) -> str | None:
+        """The wallet that witnessed as epoch client `index` between event ids `after` and `before` (one
+        epoch), or None: it never witnessed there."""
+        row = self.db.execute(
+            "SELECT signer FROM witnesses WHERE run = ? AND client_index = ? AND event_id > ?"
+            " AND event_id < ? LIMIT 1",
+            (run, index, after, 2**62 if before is None else before),
+        ).fetchone()
+        return row[0] if row else None
+
     def all_events(self) -> list[tuple[str, int, str, str | None, str]]:
         """Every event as (signature, ordinal, name, run, data) in chain order (tests and tools)."""
         return [

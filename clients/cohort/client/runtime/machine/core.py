@@ -145,6 +145,8 @@ class ClientMachine(Joining, Training, Witnessing, Verification, Cooldown):
                 self.unreported.pop(
                     (step, trainer), None
                 )  # landed, or refused: sending it again changes nothing
+                if event.error == "CheckExpired":  # the check lapsed before our report landed
+                    out.append(Emit("check_lapsed", {"step": step, "trainer": trainer}))
         if event.ok:
             names = {"witness": "witnessed", "warmup_witness": "warmup_witnessed", "tick": "ticked",
                      "health_check": "health_check", "vote_weights": "weights_voted", "join": "joined",

@@ -182,6 +182,7 @@ function renderRun(body) {
       el("td", {}, num(mean)));
   }));
 
+  renderChecks(body.verification, s);
   renderRewards(body.rewards);
 
   const ck = s.checkpoint;
@@ -203,6 +204,38 @@ function renderRun(body) {
     el("td", {}, t.instructions.join(", ")),
     el("td", {}, t.err ? "failed: " + t.err : "ok"))));
   showIndexer(body.indexer);
+}
+
+// what the chain holds now about a member of this epoch (the state's verification), as one line
+function checksNow(m) {
+  if (!m) return "";
+  const parts = m.failed_checks.filter((c) => !c.disputed).map((c) => "check s" + c.step + " " + c.reports + "/" + c.verifiers + " failed");
+  for (const d of m.disputes)
+    parts.push("dispute s" + d.step + " " + d.fails + " fail " + d.passes + " pass " + (d.committee === null ? "(committee not drawn yet)" : "of " + d.committee));
+  if (m.convicted) parts.push("convicted");
+  if (m.banned_until) parts.push("banned until epoch " + m.banned_until);
+  return parts.join("; ");
+}
+
+// each member's history from the stored events (body.verification), and the open picture beside it
+function renderChecks(history, s) {
+  const v = s.verification;
+  const now = {};
+  for (const m of (v && v.members) || []) now[m.index] = m;
+  const members = (history && history.members) || [];
+  const open = v && (v.open_checks || v.open_disputes || v.banned.length);
+  $("checks").hidden = !members.length && !open;
+  if ($("checks").hidden) return;
+  const counts = history ? history.checks_failed + " failed check reports, " + history.disputes_opened + " disputes opened, " + history.convictions + " convictions" : "";
+  $("checks-summary").textContent = counts + (v ? " · open now: " + v.open_checks + "/" + v.check_slots + " check tallies, " + v.open_disputes + "/" + v.max_disputes + " disputes" : "");
+  replaceRows(document.querySelector("#check-members tbody"), members.map((m) => el("tr", { "data-wallet": m.wallet, "data-epoch": m.epoch, "data-index": m.index },
+    el("td", {}, m.epoch),
+    el("td", {}, m.index),
+    el("td", { class: "mono", title: m.wallet || "" }, m.wallet ? short(m.wallet, 8) : "–"),
+    el("td", { class: "now" }, m.epoch === s.epoch ? checksNow(now[m.index]) : ""),
+    el("td", { class: "failed-checks" }, m.failed_checks.map((c) => "s" + c.step + " " + c.reason + " by " + short(c.verifier) + " (" + c.reports + ")").join(", ")),
+    el("td", { class: "disputes" }, m.disputes.map((d) => "s" + d.step + " " + (d.outcome || "open") + " (" + d.fails + " fail, " + d.passes + " pass" + (d.committee ? " of " + d.committee : "") + ")").join(", ")),
+    el("td", { class: "convictions" }, m.convictions.map((c) => c.reason + " at s" + c.step + (c.forfeited ? " (forfeited " + c.forfeited + " points)" : "")).join(", ")))));
 }
 
 // base units as the mint's tokens (BigInt: u64 amounts may exceed a double's exact range)
