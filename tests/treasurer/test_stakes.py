@@ -283,29 +283,59 @@ def test_a_conviction_is_slashed_from_its_record_after_the_member_list_is_rebuil
     assert tc.treasury(run)["slashed"] == STAKE and tc.balance(treasury["vault"]) == STAKE
 
 
-def test_a_verification_conviction_slashes_the_stake(tc, core):
+def test_a_verification_conviction_slashes_the_stake_and_forfeits_the_epochs_points(tc, core):
     """The same slash after the other kind of conviction: a check fails, a dispute opens, and a majority of
-    its committee convicts the trainer (FailedVerification)."""
+    its committee convicts the trainer (FailedVerification). Points it settled stay claimable; the ones not
+    settled yet are forfeited, and a claim for them is refused."""
     chain, t = tc.chain, tc.treasurer
-    _, run, mint, mint_authority = staked_run(tc, CHECKED)
+    authority, run, mint, mint_authority = staked_run(tc, CHECKED)
     treasury = tc.treasury(run)
     stakers = [fund_wallet(tc, mint, mint_authority) for _ in range(CLIENTS)]
     for wallet, source in stakers:
         tc.send([t.stake(run, treasury, wallet.pubkey(), source)], [wallet])
-    start_epoch(chain, run, [w for w, _ in stakers], CHECKED)
-    members = by_index(chain, run, [w for w, _ in stakers])
+    wallets = [w for w, _ in stakers]
+    play_epoch(chain, core, run, wallets, CHECKED)
+    # the first epoch's points, settled: out of reach of a later conviction
+    for wallet in wallets:
+        chain.settle_points(authority, run, wallet.pubkey())
+    play_epoch(chain, core, run, wallets, CHECKED)  # the second's are not settled
+    start_epoch(chain, run, wallets, CHECKED)
+    members = by_index(chain, run, wallets)
     for _ in range(4):  # the seed that draws the epoch's first step's checks is out
         play_round(chain, core, run, members)
     step, index, reporter = chain.state(run)["epoch"]["start_step"], 1, chain.wallet()
-    slash = t.slash(run, treasury, reporter.pubkey(), members[index].pubkey(), index)
+    cheat = members[index]
+    slash = t.slash(run, treasury, reporter.pubkey(), cheat.pubkey(), index)
     assert tc.fails([slash], [reporter]) == "NotConvicted"
     events = convict_by_dispute(chain, core, run, members, step, index)
-    assert events[-1][0] == "ClientConvicted" and events[-1][1]["reason"] == "FailedVerification"
+    name, convicted = events[-1]
+    assert name == "ClientConvicted" and convicted["reason"] == "FailedVerification"
     tc.send([slash], [reporter], measure="slash")
     assert tc.balance(treasury["vault"]) == STAKE
     assert tc.balance(treasury["stake_vault"]) == STAKE * (CLIENTS - 1)
     assert tc.treasury(run)["slashed"] == STAKE
-    assert chain.join_fails(members[index], run) == "JoinNotAuthorized"
+    assert chain.join_fails(cheat, run) == "JoinNotAuthorized"
+
+    # what it may claim: its first epoch's points, settled; not the second's, forfeited
+    assert chain.fails("settle_points", authority, run, {"wallet": cheat.pubkey()},
+                       points=chain.points_address(run, cheat.pubkey())) == "NoChange"  # fmt: skip
+    settled = chain.points(run, cheat.pubkey())
+    assert settled > 0 and convicted["forfeited"] > 0
+    funder, source = fund_wallet(tc, mint, mint_authority, 10**6)
+    tc.send([t.fund(run, tc.treasury(run), funder.pubkey(), source, 10**6)], [funder])
+    claim_key = chain.wallet(1)
+    tc.send([t.register_claim_key(run, cheat.pubkey(), claim_key.pubkey())], [cheat])
+    destination = tc.token_account(mint, claim_key.pubkey())
+
+    def claim(amount: int):
+        return t.claim(
+            run, tc.treasury(run), cheat.pubkey(), claim_key.pubkey(), destination, amount
+        )
+
+    with_forfeited = (settled + convicted["forfeited"]) * RATE
+    assert tc.fails([claim(with_forfeited)], [claim_key]) == "BeyondEntitlement"
+    tc.send([claim(settled * RATE)], [claim_key])
+    assert tc.balance(destination) == settled * RATE
 
 
 def test_the_treasury_closes_only_once_every_stake_is_withdrawn(tc, core):
