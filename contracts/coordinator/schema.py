@@ -35,11 +35,12 @@ from cohort.sbf.abi.schema import (  # noqa: F401 - the type language, shared by
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 9,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    "VERSION": 10,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
     # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
     # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions; 8 = disputes,
     # CheckSeed.healthy (verifiers are drawn from the members healthy when a seed was revealed),
-    # FailedCheck.replay; 9 = RunConfig.conviction_ban_epochs, RegistryEntry.banned_until (bans outlive the epoch)
+    # FailedCheck.replay; 9 = RunConfig.conviction_ban_epochs, RegistryEntry.banned_until (bans outlive the epoch);
+    # 10 = measured work: Client.delivered, EpochState.decided_rounds, RegistryEntry.proven_share
     "MAX_BAN_EPOCHS": 10_000,  # the longest ban a run may set (conviction_ban_epochs)
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
@@ -288,9 +289,16 @@ Client = S(
     F(
         "share",
         U16,
-        "its weight in each round's batch, in quarters of the median member's (set at Warmup)",
+        "its weight in each round's batch, in quarters of the median member's (set at Warmup: its "
+        "declared throughput's, capped at its registry entry's proven_share, MEDIAN_SHARE if none)",
     ),
     F("_pad2", U16),
+    F(
+        "delivered",
+        U32,
+        "rounds of this epoch whose decided result set named it (among the round's trainers): it earns "
+        "share points for each, and its proven_share follows them",
+    ),
     doc="A member of the current epoch. Indices into the epoch's client list never change mid-epoch.",
 )
 Witness = S(
@@ -442,6 +450,13 @@ EpochState = S(
     F("_pad", Bytes(2)),
     F("epoch", U32, "progress.epoch when this epoch started: the epoch its result statements name"),
     F(
+        "decided_rounds",
+        U32,
+        "rounds of this epoch that decided a step it trained (not its first: that attests the step "
+        "before the epoch): what a member delivering every time delivered",
+    ),
+    F("_pad2", U32),
+    F(
         "decisions",
         Array(StepDecision, "DECISION_WINDOW"),
         "the last rounds' outcomes: step s at s % DECISION_WINDOW",
@@ -454,19 +469,28 @@ RegistryEntry = S(
     F(
         "earned",
         U64,
-        "reward points: rounds trained in successfully finished epochs, times the member's share",
+        "reward points: per finished epoch (to its healthy finishers), its delivered rounds times its share",
     ),
     F("join_marker", U64, "equals Run.next_active while the join is pending for the next epoch"),
     F(
         "throughput",
         U32,
-        "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median)",
+        "tokens/s the wallet declared at its latest join (0 = unknown: counted as the median); only a "
+        "hint: its share never exceeds proven_share",
     ),
     F(
         "banned_until",
         U32,
         "after a conviction: the first epoch it (and the node key it was convicted with, p2p_identity) may join; 0 = never convicted",
     ),
+    F(
+        "proven_share",
+        U16,
+        "the highest share it may get at Warmup (0 = none yet: MEDIAN_SHARE), set at each epoch's end from "
+        "what it delivered: doubled after every decided round, kept after half of them, halved after fewer "
+        "(or a drop), the lower clamp after a conviction",
+    ),
+    F("_pad", Bytes(6)),
 )
 Run = S(
     "Run",
@@ -618,7 +642,7 @@ JoinRunArgs = S(
     F(
         "throughput",
         U32,
-        "tokens/s this client measured it trains at (0 = unknown); sets its share of the batch",
+        "tokens/s this client measured it trains at (0 = unknown): its share's target, within its proven_share",
     ),
     F("_pad", U32),
 )

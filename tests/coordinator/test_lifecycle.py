@@ -75,10 +75,13 @@ def test_full_lifecycle(chain, core, clients):
         == last_round["data_index"] + last_round["batch_size"]
     )
     assert state["model"]["checkpoint"]["kind"] == "P2P"
-    # a point per round per quarter of the median's share: nobody declared a throughput, so all hold the median's
+    # a point per delivered round per quarter of the median's share: nobody declared a throughput, so all
+    # hold the median's; every round but the first (it attests the step before the epoch) decided a set
+    # that names everyone
     median_share = chain.idl.constants["MEDIAN_SHARE"]
+    assert state["epoch"]["decided_rounds"] == rounds_in_epoch - 1
     assert {entry["earned"] for entry in state["registry"][:clients]} == {
-        rounds_in_epoch * median_share
+        (rounds_in_epoch - 1) * median_share
     }
 
     # epoch 1: everyone must join again; runs until total_steps

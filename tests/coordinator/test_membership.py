@@ -63,6 +63,8 @@ def test_exit_mid_epoch_withdraws_the_client_and_frees_its_registry_slot(chain, 
         "join_marker": 0,
         "throughput": 0,
         "banned_until": 0,
+        "proven_share": 0,
+        "_pad": bytes(6),
     }
     assert state["registry"][3] == empty
     clients = state["clients"]

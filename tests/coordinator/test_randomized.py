@@ -441,6 +441,12 @@ def check_invariants(state: dict, previous: dict | None) -> None:
     for c in members:
         if c["state"] != "Healthy":
             assert c["registry_index"] == 0xFFFF or c["registry_index"] < 256
+        # a round is delivered only when a decision names it, at most once per decided round
+        assert c["delivered"] <= epoch["decided_rounds"], "delivered more rounds than were decided"
+    head = epoch["rounds"][epoch["rounds_head"]]["height"]
+    assert epoch["decided_rounds"] <= head, "the epoch's first round credits nobody"
+    for e in state["registry"][: state["registry_len"]]:
+        assert e["proven_share"] <= 4 * 16, "a proven share beyond the largest ratio's clamp"
     window = len(state["check_seeds"])
     for at, entry in enumerate(state["check_seeds"]):
         assert entry["step"] == 0 or entry["step"] % window == at, (

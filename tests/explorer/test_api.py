@@ -88,8 +88,9 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
         assert (
             sum(c["role"] == "witness" for c in clients["clients"]) == 3
         )  # three seats, three clients
-        # two rounds at the median member's share (4 quarters) each
-        assert all(c["points"] == 2 * 4 and c["health"] == "Healthy" for c in clients["clients"])
+        # one delivered round (the flush round's decision; the first round's attests the step before the
+        # epoch) at the median member's share (4 quarters)
+        assert all(c["points"] == 4 and c["health"] == "Healthy" for c in clients["clients"])
 
         page = (await http.get("/api/runs/shaped/events?limit=5")).json()
         assert len(page["events"]) == 5 and page["next_before"] == page["events"][-1]["id"]

@@ -152,6 +152,9 @@ class Client:
     dissents: int = 0  # decisions of this epoch its witness root lost
     weights_vote: bytes = bytes(32)  # manifest hash it voted at the epoch's end (zero: none)
     share: int = 4  # its weight in each round's batch (MEDIAN_SHARE = 4 for the median member)
+    # rounds of this epoch whose decided result set named it: it earns `share` points for each (outside the
+    # hot prefix: as of the last full read for a Run followed by its hot prefix)
+    delivered: int = 0
 
     @property
     def healthy(self) -> bool:
@@ -206,6 +209,8 @@ class RegistryEntry:
     pending: bool  # joined for the next epoch
     # after a conviction: the first epoch the wallet may join again (0: never convicted)
     banned_until: int = 0
+    # the highest share it may get at the next Warmup, earned by delivering (0: none yet, MEDIAN_SHARE)
+    proven_share: int = 0
 
 
 @dataclass(frozen=True)
@@ -396,7 +401,7 @@ class Run:
                 )
         clients = tuple(
             Client(i, c["signer"], c["p2p_identity"], c["state"], c["exited_height"], c["dissents"],
-                   bytes(c["weights_vote"]), c["share"])
+                   bytes(c["weights_vote"]), c["share"], c.get("delivered", 0))
             for i, c in enumerate(raw["clients"][: epoch["clients_len"]])
         )  # fmt: skip
         lag = idl.constants["CHECK_SEED_LAG"]
@@ -422,7 +427,7 @@ class Run:
         ))  # fmt: skip
         registry = tuple(
             RegistryEntry(e["signer"], e["p2p_identity"], e["earned"], e["join_marker"] == raw["next_active"],
-                          e.get("banned_until", 0))
+                          e.get("banned_until", 0), e.get("proven_share", 0))
             for e in raw["registry"][: raw["registry_len"]]
         )  # fmt: skip
         return cls(

@@ -213,10 +213,18 @@ static uint32_t kth_smallest(uint32_t *values, uint64_t n, uint64_t k) {
   return values[k];
 }
 
-/* Each member's share of the rounds' batches, from the throughput it declared when it joined: the median
-   declared throughput is worth MEDIAN_SHARE, the others in proportion, within max_share_ratio of it either
-   way (a slow or far member shortens its share instead of stretching every round; declaring more than one
-   can train only gets a member a batch it fails to deliver, and points follow the share it delivered). */
+/* The clamps of max_share_ratio: a share stays within that ratio of MEDIAN_SHARE either way. */
+static void share_bounds(const Run *run, uint64_t *lo, uint64_t *hi) {
+  uint64_t ratio = run->config.max_share_ratio ? run->config.max_share_ratio : 1;
+  *lo = COORD_MEDIAN_SHARE / ratio ? COORD_MEDIAN_SHARE / ratio : 1;
+  *hi = COORD_MEDIAN_SHARE * ratio;
+}
+
+/* Each member's share of the rounds' batches. Its declared throughput is only a target: the median
+   declared one is worth MEDIAN_SHARE, the others in proportion (a slow or far member shortens its share
+   instead of stretching every round). The share it gets is the target capped at what it proved it
+   delivers (RegistryEntry.proven_share; a newcomer's cap is the median's, whatever it declared), within
+   max_share_ratio of the median either way: overclaiming gets no larger batch than delivery earned. */
 static void assign_shares(Run *run) {
   uint32_t declared[COORD_MAX_CLIENTS];
   uint64_t n = 0;
@@ -225,14 +233,17 @@ static void assign_shares(Run *run) {
     uint32_t t = c->registry_index < run->registry_len ? run->registry[c->registry_index].throughput : 0;
     if (t) declared[n++] = t;
   }
-  uint64_t ratio = run->config.max_share_ratio ? run->config.max_share_ratio : 1;
+  uint64_t lo, hi;
+  share_bounds(run, &lo, &hi);
   uint64_t median = n ? kth_smallest(declared, n, n / 2) : 0;
-  uint64_t lo = COORD_MEDIAN_SHARE / ratio ? COORD_MEDIAN_SHARE / ratio : 1, hi = COORD_MEDIAN_SHARE * ratio;
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
     Client *c = &run->clients[i];
-    uint64_t t = c->registry_index < run->registry_len ? run->registry[c->registry_index].throughput : 0;
+    const RegistryEntry *entry = c->registry_index < run->registry_len ? &run->registry[c->registry_index] : NULL;
+    uint64_t t = entry ? entry->throughput : 0;
     uint64_t share = COORD_MEDIAN_SHARE;
     if (t && median) share = (COORD_MEDIAN_SHARE * t + median / 2) / median;
+    uint64_t cap = entry && entry->proven_share ? entry->proven_share : COORD_MEDIAN_SHARE;
+    if (share > cap) share = cap;
     c->share = (uint16_t)(share < lo ? lo : share > hi ? hi : share);
   }
 }
@@ -309,17 +320,36 @@ void end_round(Run *run, const CoordEnv *env) {
   start_next_round(run, env);
 }
 
+/* The cap on a member's next shares, from what it delivered at `share` this epoch: every decided round
+   of the epoch doubles it, fewer than half halve it, anything between keeps it (within the clamps). No
+   decided round proves nothing either way. A dropped member is halved like one that delivered little; a
+   convicted one falls to the lower clamp (it cheated, not merely fell short: it earns its way back up
+   from the bottom, one doubling per epoch of full delivery). Others (withdrawn) keep theirs. */
+static uint16_t next_proven_share(const Client *c, uint16_t proven, uint64_t decided, uint64_t lo, uint64_t hi) {
+  uint64_t share = c->share, halved = share / 2 < lo ? lo : share / 2;
+  if (c->state == CLIENT_STATE_CONVICTED) return (uint16_t)lo;
+  if (c->state == CLIENT_STATE_DROPPED) return (uint16_t)halved;
+  if (c->state != CLIENT_STATE_HEALTHY || decided == 0) return proven;
+  if (c->delivered >= decided) return (uint16_t)(2 * share < hi ? 2 * share : hi);
+  if (2 * (uint64_t)c->delivered < decided) return (uint16_t)halved;
+  return (uint16_t)share;
+}
+
 /* Cooldown timeout: the epoch is over. Healthy finishers earn their share (MEDIAN_SHARE for a median
-   member) per round of the epoch. */
+   member) per round whose decided result set named them: points follow delivered work, not the rounds
+   the epoch ran. Every member's proven share follows what it delivered. */
 static void end_epoch(Run *run, const CoordEnv *env) {
   const Round *round = coord_current_round(run);
   run->progress.epoch_start_data_index = round->data_index + round->batch_size;
   run->progress.epoch++;
-  uint64_t rounds = (uint64_t)round->height + 1;
+  uint64_t lo, hi;
+  share_bounds(run, &lo, &hi);
   for (uint64_t i = 0; i < run->epoch.clients_len; i++) {
     const Client *c = &run->clients[i];
-    if (c->state == CLIENT_STATE_HEALTHY && c->registry_index < run->registry_len)
-      run->registry[c->registry_index].earned = sol_sat_add_u64(run->registry[c->registry_index].earned, rounds * c->share);
+    if (c->registry_index >= run->registry_len) continue; /* exited: its entry (and proven share) is gone */
+    RegistryEntry *entry = &run->registry[c->registry_index];
+    if (c->state == CLIENT_STATE_HEALTHY) entry->earned = sol_sat_add_u64(entry->earned, (uint64_t)c->delivered * c->share);
+    entry->proven_share = next_proven_share(c, entry->proven_share, run->epoch.decided_rounds, lo, hi);
   }
   Checkpoint *ck = &run->model.checkpoint;
   if (ck->kind == CHECKPOINT_KIND_HUB || ck->kind == CHECKPOINT_KIND_DUMMY) ck->kind = CHECKPOINT_KIND_P2P;

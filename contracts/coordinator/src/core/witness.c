@@ -75,6 +75,22 @@ static uint64_t votes_for(const Run *run, const Witness *records, uint64_t len, 
   return votes;
 }
 
+/* The decided set is the work delivered: each trainer it names, among those the attested round gave a
+   batch, delivered a round (points and proven shares follow at the epoch's end). An epoch's first round
+   attests the step before the epoch, which none of its members trained (its indices are another epoch's). */
+static void credit_delivered(Run *run, const uint8_t *participants) {
+  const Round *round = coord_current_round(run);
+  const Round *trained = coord_round_back(run, 1);
+  if (round->height == 0 || trained == NULL) return;
+  run->epoch.decided_rounds++;
+  for (uint64_t b = 0; b < COORD_PARTICIPANT_BITMAP_LEN; b++) {
+    uint32_t bits = participants[b] & trained->active_mask[b]; /* active bits are the epoch's clients only */
+    if (bits == 0) continue;
+    Client *c = &run->clients[8 * b];
+    for (uint64_t k = 0; k < 8; k++) c[k].delivered += (bits >> k) & 1; /* branch-free: unrolled */
+  }
+}
+
 /* A strict majority of seats agrees on a results root: the step's applied set is fixed. Witnesses whose
    root lost count a dissent (persistent dissenters lose their seats), and the round ends now. */
 static void decide(Run *run, const CoordEnv *env, const Witness *ballot, uint64_t votes) {
@@ -83,6 +99,7 @@ static void decide(Run *run, const CoordEnv *env, const Witness *ballot, uint64_
   round->decided = true;
   round->decided_votes = (uint16_t)votes;
   sol_memcpy(round->decided_root, ballot->results_root, 32);
+  credit_delivered(run, ballot->participants);
   bool dissent = false;
   for (uint64_t w = 0; w < round->witnesses_len; w++) {
     if (coord_same_vote(&records[w], ballot)) continue;

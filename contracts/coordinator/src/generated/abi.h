@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 9
+#define COORD_VERSION 10
 #define COORD_MAX_BAN_EPOCHS 10000
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
@@ -255,8 +255,9 @@ typedef struct {
   uint8_t weights_vote[32];
   uint16_t share;
   uint16_t _pad2;
+  uint32_t delivered;
 } Client;
-SOL_STATIC_ASSERT(sizeof(Client) == 108, "Client layout");
+SOL_STATIC_ASSERT(sizeof(Client) == 112, "Client layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, signer) == 0, "Client.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, p2p_identity) == 32, "Client.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, state) == 64, "Client.state");
@@ -266,6 +267,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Client, exited_height) == 68, "Client.exite
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, weights_vote) == 72, "Client.weights_vote");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, share) == 104, "Client.share");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, _pad2) == 106, "Client._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, delivered) == 108, "Client.delivered");
 
 typedef struct {
   uint16_t index;
@@ -397,9 +399,11 @@ typedef struct {
   uint8_t cold_start_epoch;
   uint8_t _pad[2];
   uint32_t epoch;
+  uint32_t decided_rounds;
+  uint32_t _pad2;
   StepDecision decisions[COORD_DECISION_WINDOW];
 } EpochState;
-SOL_STATIC_ASSERT(sizeof(EpochState) == 936, "EpochState layout");
+SOL_STATIC_ASSERT(sizeof(EpochState) == 944, "EpochState layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds) == 0, "EpochState.rounds");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, clients_len) == 576, "EpochState.clients_len");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, rounds_head) == 580, "EpochState.rounds_head");
@@ -411,7 +415,9 @@ SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, first_round) == 608, "EpochStat
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, cold_start_epoch) == 609, "EpochState.cold_start_epoch");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad) == 610, "EpochState._pad");
 SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, epoch) == 612, "EpochState.epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, decisions) == 616, "EpochState.decisions");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, decided_rounds) == 616, "EpochState.decided_rounds");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, _pad2) == 620, "EpochState._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(EpochState, decisions) == 624, "EpochState.decisions");
 
 typedef struct {
   SolPubkey signer;
@@ -420,14 +426,18 @@ typedef struct {
   uint64_t join_marker;
   uint32_t throughput;
   uint32_t banned_until;
+  uint16_t proven_share;
+  uint8_t _pad[6];
 } RegistryEntry;
-SOL_STATIC_ASSERT(sizeof(RegistryEntry) == 88, "RegistryEntry layout");
+SOL_STATIC_ASSERT(sizeof(RegistryEntry) == 96, "RegistryEntry layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, signer) == 0, "RegistryEntry.signer");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, p2p_identity) == 32, "RegistryEntry.p2p_identity");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, earned) == 64, "RegistryEntry.earned");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, join_marker) == 72, "RegistryEntry.join_marker");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, throughput) == 80, "RegistryEntry.throughput");
 SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, banned_until) == 84, "RegistryEntry.banned_until");
+SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, proven_share) == 88, "RegistryEntry.proven_share");
+SOL_STATIC_ASSERT(__builtin_offsetof(RegistryEntry, _pad) == 90, "RegistryEntry._pad");
 
 /* Kept in the transaction and the WitnessSubmitted event for indexers; never stored. */
 typedef struct {
@@ -490,7 +500,7 @@ typedef struct {
   FailedCheck failed_checks[COORD_CHECK_SLOTS];
   Dispute disputes[COORD_MAX_DISPUTES];
 } Run;
-SOL_STATIC_ASSERT(sizeof(Run) == 64856, "Run layout");
+SOL_STATIC_ASSERT(sizeof(Run) == 67936, "Run layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
@@ -505,22 +515,22 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_slot) == 56, "Run.seed_slot");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_mask) == 64, "Run.next_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_mask) == 96, "Run.seed_mask");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, epoch) == 128, "Run.epoch");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 1064, "Run.witnesses");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11304, "Run.clients");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 38952, "Run.run_id");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 38984, "Run.authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 39016, "Run.join_authority");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 39048, "Run.checkpointers");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 39304, "Run.metadata");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 39704, "Run.config");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 39768, "Run.model");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 40280, "Run.registry");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 62808, "Run.registry_len");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 62812, "Run._pad2");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 62816, "Run.next_active");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 62824, "Run.check_seeds");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 64360, "Run.failed_checks");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, disputes) == 64552, "Run.disputes");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, witnesses) == 1072, "Run.witnesses");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, clients) == 11312, "Run.clients");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_id) == 39984, "Run.run_id");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, authority) == 40016, "Run.authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, join_authority) == 40048, "Run.join_authority");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, checkpointers) == 40080, "Run.checkpointers");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, metadata) == 40336, "Run.metadata");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, config) == 40736, "Run.config");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, model) == 40800, "Run.model");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry) == 41312, "Run.registry");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, registry_len) == 65888, "Run.registry_len");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad2) == 65892, "Run._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, next_active) == 65896, "Run.next_active");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, check_seeds) == 65904, "Run.check_seeds");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, failed_checks) == 67440, "Run.failed_checks");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, disputes) == 67632, "Run.disputes");
 
 /* PDA ["run", run_id]: finds a run's state account from its id. */
 typedef struct {

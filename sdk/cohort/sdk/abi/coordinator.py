@@ -18,7 +18,7 @@ from cohort.sdk.abi import encoding as _e
 
 PROGRAM = "coordinator"
 
-VERSION = 9
+VERSION = 10
 MAX_BAN_EPOCHS = 10000
 MAX_CLIENTS = 256
 MAX_WITNESSES = 32
@@ -447,7 +447,7 @@ class SetJoinAuthorizationArgs:
 class JoinRunArgs:
     p2p_identity: Pubkey  # iroh node id; an earlier Ed25519 instruction proves its key signed
     endpoint: bytes  # the node's address (printable ASCII, NUL-padded), kept in its Endpoint account
-    throughput: int  # tokens/s this client measured it trains at (0 = unknown); sets its share of the batch
+    throughput: int  # tokens/s this client measured it trains at (0 = unknown): its share's target, within its proven_share
 
     SIZE: ClassVar[int] = 200
 
