@@ -1,5 +1,6 @@
 """The client's pure parts: gossip bodies, results lists and node addresses decoded strictly, the signed
-result statement, the ordered model worker, and a joiner's checkpoint fetch retried within its warmup."""
+result statement, the model worker (own jobs in order, checks' replays between them), and a joiner's
+checkpoint fetch retried within its warmup."""
 
 from __future__ import annotations
 
@@ -116,6 +117,170 @@ async def test_the_model_worker_runs_jobs_in_order_to_their_end_even_when_the_ca
     await asyncio.sleep(0.1)
     worker.abort()
     assert 0 < await job < 100  # stopped at a check between "micro-batches"
+    worker.close()
+
+
+class Gate:
+    """A job that holds the worker until `open()`: what the jobs queued behind it are ordered against."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log, self.entered, self.released = log, threading.Event(), threading.Event()
+
+    def __call__(self, name: str) -> str:
+        self.entered.set()
+        self.released.wait(5)
+        self.log.append(name)
+        return name
+
+    async def hold(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 5)
+
+    def open(self) -> None:
+        self.released.set()
+
+
+async def queued(*jobs) -> list[asyncio.Future]:
+    """Each coroutine as a task, asked of the worker in the order given (a task asks on its first run)."""
+    tasks = [asyncio.ensure_future(job) for job in jobs]
+    await asyncio.sleep(0)
+    return tasks
+
+
+async def results(tasks: list[asyncio.Future]) -> list:
+    async with asyncio.timeout(5):
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_the_worker_takes_own_jobs_before_background_ones_and_never_interrupts_one():
+    worker, log = ModelWorker(patience=10), []
+    note = log.append
+    gate = Gate(log)
+    first = asyncio.ensure_future(worker.run(gate, "gate"))
+    await gate.hold()
+    tasks = await queued(worker.run_background(note, "b1"), worker.run_background(note, "b2"),
+                         worker.run(note, "o1"), worker.run(note, "o2"))  # fmt: skip
+    gate.open()
+    await results([first, *tasks])
+    assert log == ["gate", "o1", "o2", "b1", "b2"]  # background jobs in their own order, after ours
+
+    # an own job asked while a background job runs waits for that one only, not for the others queued
+    log.clear()
+    gate = Gate(log)
+    running = asyncio.ensure_future(worker.run_background(gate, "b0"))
+    await gate.hold()
+    tasks = await queued(worker.run_background(note, "b1"), worker.run(note, "o1"),
+                         worker.run_background(note, "b2"), worker.run(note, "o2"))  # fmt: skip
+    gate.open()
+    await results([running, *tasks])
+    assert log == ["b0", "o1", "o2", "b1", "b2"] and worker.forced == 0
+    worker.close()
+
+
+async def test_a_background_job_passed_over_by_patience_own_jobs_runs_next_one_at_a_time():
+    worker, log = ModelWorker(patience=2), []
+    note = log.append
+    gate = Gate(log)
+    first = asyncio.ensure_future(worker.run(gate, "gate"))
+    await gate.hold()
+    tasks = await queued(worker.run_background(note, "b1"), worker.run_background(note, "b2"),
+                         *(worker.run(note, f"o{i}") for i in range(1, 6)))  # fmt: skip
+    gate.open()
+    await results([first, *tasks])
+    # b1 runs once o1 and o2 passed it; b2 (passed as often) only after the next own job: between two own
+    # jobs at most one background job, so an own job waits for one at most
+    assert log == ["gate", "o1", "o2", "b1", "o3", "b2", "o4", "o5"]
+    assert worker.forced == 2
+    worker.close()
+
+
+async def test_close_cancels_queued_jobs_of_both_classes_and_abort_reaches_own_abortable_ones():
+    worker, log = ModelWorker(), []
+    gate = Gate(log)
+    running = asyncio.ensure_future(worker.run(gate, "gate"))
+    await gate.hold()
+
+    def abortable(name: str, abort: threading.Event) -> str:
+        return f"{name} aborted" if abort.is_set() else name
+
+    tasks = await queued(worker.run_abortable(abortable, "own"), worker.run_background(log.append, "b"),
+                         worker.run(log.append, "o"))  # fmt: skip
+    worker.abort()  # the queued abortable job will see its token; a background job has none
+    worker.close()
+    gate.open()
+    out = await results([running, *tasks])
+    assert out[0] == "gate"  # the running job finished
+    assert all(isinstance(o, asyncio.CancelledError) for o in out[1:])  # the queued ones never ran
+    assert log == ["gate"] and worker.join(5)
+    with pytest.raises(RuntimeError, match="closed"):
+        await worker.run_background(log.append, "late")
+    with pytest.raises(RuntimeError, match="closed"):
+        await worker.run(log.append, "late")
+
+    worker = (
+        ModelWorker()
+    )  # abort, without a close: the abortable job stops, the background one runs
+    gate = Gate(log := [])
+    running = asyncio.ensure_future(worker.run(gate, "gate"))
+    await gate.hold()
+    tasks = await queued(
+        worker.run_abortable(abortable, "own"),
+        worker.run_background(abortable, "b", threading.Event()),
+    )
+    worker.abort()
+    gate.open()
+    assert await results([running, *tasks]) == ["gate", "own aborted", "b"]
+    worker.close()
+
+
+async def test_a_job_that_raises_fails_its_caller_only_and_a_dropped_background_job_never_runs():
+    worker, log = ModelWorker(), []
+
+    def fail(kind: str) -> None:
+        raise ValueError(kind)
+
+    for run in (worker.run, worker.run_background):
+        with pytest.raises(ValueError, match="boom"):
+            async with asyncio.timeout(5):
+                await run(fail, "boom")
+    async with asyncio.timeout(5):
+        assert await worker.run(lambda: "still here") == "still here"
+
+    # a background job whose caller is gone before it started is dropped (its inputs may be gone too);
+    # an own job whose caller is gone still runs (the worker's promise)
+    gate = Gate(log)
+    running = asyncio.ensure_future(worker.run(gate, "gate"))
+    await gate.hold()
+    background, own = await queued(
+        worker.run_background(log.append, "b"), worker.run(log.append, "o")
+    )
+    background.cancel()
+    own.cancel()
+    await asyncio.sleep(0)
+    gate.open()
+    async with asyncio.timeout(5):
+        await running
+        assert await worker.run(lambda: "after") == "after"
+    assert log == ["gate", "o"]
+    worker.close()
+
+
+async def test_timed_jobs_report_how_long_they_waited_behind_a_replay():
+    worker = ModelWorker()
+    replay_started = threading.Event()
+
+    def replay() -> None:
+        replay_started.set()
+        time.sleep(0.15)
+
+    background = asyncio.ensure_future(worker.run_background(effects.Timed(replay)))
+    assert await asyncio.to_thread(replay_started.wait, 5)
+    train = effects.Timed(lambda: "trained")
+    async with asyncio.timeout(5):
+        assert await worker.run(train) == "trained"
+        await background
+    assert (
+        0.05 < train.waited < 1.0 and train.seconds < 0.1
+    )  # the rest of the one replay running, no more
     worker.close()
 
 

@@ -91,6 +91,23 @@ CHECKPOINT_RETRY = (
 )
 
 
+class Timed:
+    """A job for the model worker that notes how long it waited in the worker's queue (`waited`) and how
+    long it ran (`seconds`): the delay checks add to our own steps, and a check's cost, for the events."""
+
+    def __init__(self, job: Callable[..., Any]) -> None:
+        self.job, self.asked = job, time.perf_counter()
+        self.waited = self.seconds = 0.0
+
+    def __call__(self, *args: Any) -> Any:
+        started = time.perf_counter()
+        self.waited = started - self.asked
+        try:
+            return self.job(*args)
+        finally:
+            self.seconds = time.perf_counter() - started
+
+
 class Effects:
     def __init__(self, client: ClientHost) -> None:
         self.c = client
@@ -345,8 +362,9 @@ class Effects:
     async def _train(self, action: Train) -> None:
         c = self.c
         trainer = await c.trainer_ready
+        train = Timed(trainer.train)
         try:
-            out = await c.worker.run_abortable(trainer.train, action.step, *action.batch)
+            out = await c.worker.run_abortable(train, action.step, *action.batch)
         except Exception as e:  # an abort, or the data source failed us
             c.post(TrainFailed(action.epoch, action.step, f"{type(e).__name__}: {e}"[:300]))
             return
@@ -367,7 +385,7 @@ class Effects:
         c.events.status(step=action.step, loss=f"{out.loss:.4f}", tok_s=f"{out.tokens / out.seconds:,.0f}",
                         peers=len(self.addresses))  # fmt: skip
         c.post(Trained(action.epoch, action.step, action.batch, commitment, len(out.payload), out.loss, out.tokens,
-                       out.seconds))  # fmt: skip
+                       out.seconds, train.waited))  # fmt: skip
         if action.step % EVAL_EVERY == 0:
             self.spawn(self._evaluate(action.step), "evaluate")
 
@@ -399,18 +417,14 @@ class Effects:
             raise RuntimeError(
                 f"step {action.step}: a decided result is no longer in the blob store"
             )
-        seconds = 0.0
 
-        def apply() -> int:  # timed on the worker: the job may queue behind training
-            nonlocal seconds
-            started = time.perf_counter()
+        def apply() -> int:
             trainer.apply(action.step, payloads)
-            digest = trainer.checksum()
-            seconds = time.perf_counter() - started
-            return digest
+            return trainer.checksum()
 
+        job = Timed(apply)  # timed on the worker: it may queue behind training or a check's replay
         try:
-            digest = await c.worker.run(apply)
+            digest = await c.worker.run(job)
         except (
             Exception
         ) as e:  # a half-applied step: the machine leaves the epoch rather than wait for ever
@@ -420,7 +434,8 @@ class Effects:
         # jumped finds each decision in the chain's DECISION_WINDOW (8 rounds) and its results here
         c.node.collect(action.step - 1 - KEPT_FOR_CHECKS)
         c.post(Applied(action.epoch, action.step, len(payloads), digest))
-        c.events.emit("apply_time", step=action.step, seconds=round(seconds, 4))
+        c.events.emit("apply_time", step=action.step, seconds=round(job.seconds, 4),
+                      waited=round(job.waited, 4))  # fmt: skip
         # gossip's trouble says why a result may not arrive; requests, not bytes, are what a peer's CPU pays for
         stats = c.node.stats()
         own = self.own.get(action.step)
@@ -514,7 +529,8 @@ class Effects:
 
     # -- verification ------------------------------------------------------------------------------
     async def _check(self, action: Check) -> None:
-        """Fetch the trainer's two committed states from it and replay its step on the model worker."""
+        """Fetch the trainer's two committed states from it and replay its step on the model worker, as a
+        background job (our own jobs go first; worker.py)."""
         c = self.c
         trainer = await c.trainer_ready
 
@@ -569,13 +585,16 @@ class Effects:
                 )
             c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
                           bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
-            verdict = await c.worker.run(trainer.verify_step, action.step, published, previous, seed, manifests[0],
-                                         parts, manifests[1], parts)  # fmt: skip
+            # in the background: our own train and apply never wait behind more than one replay (worker.py)
+            replay = Timed(trainer.verify_step)
+            verdict = await c.worker.run_background(replay, action.step, published, previous, seed, manifests[0],
+                                                    parts, manifests[1], parts)  # fmt: skip
         finally:
             parts.close()
         if verdict is None:
             return done(False, "we no longer hold the step's weights")
-        c.events.emit("check_metrics", step=action.step, trainer=action.trainer,
+        c.events.emit("check_metrics", step=action.step, trainer=action.trainer, waited=round(replay.waited, 4),
+                      worker_seconds=round(replay.seconds, 4),
                       **{k: round(v, 6) for k, v in verdict.metrics.items()})  # fmt: skip
         if verdict.passed:
             return done(True, verdict.reason)

@@ -1,8 +1,9 @@
 """The client's model side as one typed seam: what the runtime asks of a replica of the run's model.
 
 The model's jobs (train, apply, load, digest, checksum, evaluate, verify_step, start_epoch) run on the
-one model worker (runtime/worker.py: one thread, in order), so they may block; the cheap reads (check,
-payload_size, state_manifest_limit, check_parts, can_verify, device, model) are also made from the event loop and must not.
+one model worker (runtime/worker.py: one thread, one job at a time; verify_step as a background job, whole,
+between our own), so they may block; the cheap reads (check, payload_size, state_manifest_limit,
+check_parts, can_verify, device, model) are also made from the event loop and must not.
 
 Implemented by `trainer.LocalReplica` (the whole model in this process), `synthetic.SyntheticReplica`
 (payloads of the real size without training), `slowdown.SlowedReplica` (a wrapper) and

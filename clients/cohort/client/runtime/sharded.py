@@ -5,7 +5,9 @@ a GPU's tensors) that speak as one member.
 (torchrun itself works too: a `cohort train` that finds WORLD_SIZE > 1 in its environment is one rank). Rank
 0 runs the client (chain, peers, the model worker) with a `ShardedReplica`; every other rank runs
 `serve_rank` and nothing else (no wallet, no peers, no chain), which carries out what rank 0 asks in the same
-order, so every collective is entered by all ranks together. Rank 0 starts the conversation with the run's
+order, so every collective is entered by all ranks together. Rank 0 broadcasts an op when its model worker
+runs it (inside the job), so the ranks follow the order the worker picks, a check's replay moved behind our
+own jobs (worker.py) included. Rank 0 starts the conversation with the run's
 spec and seed (only rank 0 reads the run), pings while it has nothing to ask (so a waiting rank never runs
 into the process group's timeout, which is what ends a rank whose peers are gone), and says close when the
 client is done. An op that fails on rank 0 leaves the ranks out of step: the member is then lost, and rank

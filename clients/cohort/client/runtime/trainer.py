@@ -1,9 +1,10 @@
 """One replica of the run's model in this process (`LocalReplica`, a `replica.Replica`): build it from
 the run's TrainingSpec, train a batch, apply a round.
 
-Blocking torch code, run by the client's one model worker (runtime/worker.py: one thread, jobs in order,
-never two at once), so the event loop keeps gossiping and fetching while a step computes. Training can be
-stopped between micro-batches (a cooperative abort), which leaves the weights as they were.
+Blocking torch code, run by the client's one model worker (runtime/worker.py: one thread, never two jobs
+at once; our own in order, a check's replay in between), so the event loop keeps gossiping and fetching
+while a step computes. Training can be stopped between micro-batches (a cooperative abort), which leaves
+the weights as they were.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
 # check seed comes with round s + 3 (CHECK_SEED_LAG 4, seeds one round ahead), a dispute its checkers open
 # then has its committee's seed with round s + 6 (DISPUTE_SEED_LAG 3 after the round it opened in), by when
 # steps up to s + 5 + pipeline_depth (<= 4) may be trained; one more for a replay that waits a round in the
-# worker's queue. A dispute replayed later than that is skipped by its committee and lapses.
+# worker's queue (a replay is the worker's background job: its starvation guard lets at most a round of our
+# own jobs pass it, worker.PATIENCE). A dispute replayed later than that is skipped by its committee and lapses.
 KEPT_SNAPSHOTS = 11
 # our own committed states stay on disk for the blob store to serve and collect (it keeps fewer); past this
 # many steps the replica removes any it still finds

@@ -70,6 +70,7 @@ class Trained:
     loss: float
     tokens: int
     seconds: float
+    waited: float = 0.0  # seconds the step queued for the model worker before it began
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ class Training(MachineState):
         self.speeds = [*self.speeds[-(SPEED_WINDOW - 1) :], event.tokens / max(event.seconds, 1e-9)]
         return [Publish(event.step, event.batch, event.commitment, event.size),
                 Emit("trained", {"step": event.step, "loss": round(event.loss, 5), "tokens": event.tokens,
-                                 "seconds": round(event.seconds, 3),
+                                 "seconds": round(event.seconds, 3), "waited": round(event.waited, 3),
                                  "tokens_per_sec": round(event.tokens / max(event.seconds, 1e-9), 1),
                                  "batch": list(event.batch), "bytes": event.size})]  # fmt: skip
 
