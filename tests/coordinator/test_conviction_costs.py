@@ -14,6 +14,7 @@ from __future__ import annotations
 from solders.keypair import Keypair
 from support.coordinator_chain import (
     equivocation,
+    finish_epoch,
     make_config,
     open_run,
     play_epoch,
@@ -36,18 +37,6 @@ def second_epoch(chain, core, run):
     clients = chain.state(run)["clients"][:CLIENTS]
     by_wallet, by_key = {m.pubkey(): m for m in members}, {k.pubkey(): k for k in keys}
     return [by_wallet[c["signer"]] for c in clients], [by_key[c["p2p_identity"]] for c in clients]
-
-
-def finish_epoch(chain, core, run, members) -> None:
-    """Rounds until Cooldown (a convicted seat stays empty), then its end: WaitingForMembers."""
-    for _ in range(100):
-        if chain.state(run)["run_state"] != "RoundTrain":
-            break
-        play_round(chain, core, run, members, all_elected=False)
-    assert chain.state(run)["run_state"] == "Cooldown"
-    chain.advance(CONFIG["cooldown_time"])
-    chain.call("tick", members[0], run)
-    assert chain.state(run)["run_state"] == "WaitingForMembers"
 
 
 def entry_of(chain, run, wallet) -> dict | None:

@@ -609,3 +609,19 @@ def convict_by_dispute(
         args = {"step": step, "trainer": trainer, "reason": "PayloadMismatch"}
         result = chain.call("report_check", members[m], run, args)
     return chain.idl.events_in_logs(list(result.logs()), chain.program_id)
+
+
+def finish_epoch(
+    chain: Chain, core: CoordinatorCore, run: Pubkey, members: Sequence[Keypair]
+) -> None:
+    """Rounds until the epoch times out (decided or not; a convicted seat stays empty), then its cooldown:
+    WaitingForMembers. `members` in epoch index order."""
+    for _ in range(100):
+        if chain.state(run)["run_state"] != "RoundTrain":
+            break
+        play_round(chain, core, run, members, all_elected=False)
+    state = chain.state(run)
+    assert state["run_state"] == "Cooldown"
+    chain.advance(state["config"]["cooldown_time"])
+    chain.call("tick", members[0], run)
+    assert chain.state(run)["run_state"] == "WaitingForMembers"

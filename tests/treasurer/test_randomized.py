@@ -28,6 +28,7 @@ from solders.pubkey import Pubkey
 from support.coordinator_chain import (
     ProgramFailed,
     equivocation,
+    finish_epoch,
     make_config,
     play_round,
     start_pending_round,
@@ -112,18 +113,6 @@ def warmup(chain, run: Pubkey, wallets: list[Keypair], node_keys: dict) -> list[
     assert state["run_state"] == "Warmup" and state["epoch"]["clients_len"] == len(joined)
     by_key = {w.pubkey(): w for w in joined}
     return [by_key[c["signer"]] for c in state["clients"][: len(joined)]]
-
-
-def finish_epoch(chain, core, run: Pubkey, members: list[Keypair]) -> None:
-    """Rounds until the epoch times out (decided or not), then its cooldown: WaitingForMembers."""
-    for _ in range(100):
-        if chain.state(run)["run_state"] != "RoundTrain":
-            break
-        play_round(chain, core, run, members, all_elected=False)
-    assert chain.state(run)["run_state"] == "Cooldown"
-    chain.advance(CONFIG["cooldown_time"])
-    chain.call("tick", members[0], run)
-    assert chain.state(run)["run_state"] == "WaitingForMembers"
 
 
 class Fuzzer:
