@@ -3,41 +3,60 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import hashlib
 
 import pytest
 
 from cohort.client.p2p import GossipConfig, NodeKey, P2PNode, PeerAddress, gossip_topic
-from cohort.client.p2p.overlay import neighbours, ring_seed
+from cohort.client.p2p.overlay import DEFAULT_RINGS, neighbours, ring_order, ring_seed
 
 TOPIC = gossip_topic("test-run")
 
 
-def grind(victim, honest: list, seed: bytes, want: int = 8, budget: int = 20_000) -> list:
-    """Keys an attacker can make offline so that they take the victim's neighbour slots."""
+def key(i: int):
+    """A fixed node key: the test is one instance, not a draw (a random one may give the victim a
+    neighbour gap so narrow that grinding into it takes more than the budget)."""
+    return NodeKey(hashlib.sha256(b"eclipse-test" + i.to_bytes(4, "little")).digest()).node_id
+
+
+def honest_slots(victim, members: list, attackers: set, seed: bytes) -> int:
+    """How many of the victim's (ring, side) neighbour slots an honest node holds."""
+    held = 0
+    for ring in range(DEFAULT_RINGS):
+        order = ring_order(members, seed, ring)
+        i = order.index(victim)
+        held += (order[i - 1] not in attackers) + (order[(i + 1) % len(order)] not in attackers)
+    return held
+
+
+def grind(victim, honest: list, seed: bytes, budget: int = 20_000) -> list:
+    """Keys an attacker can make offline so that they take all of the victim's neighbour slots.
+
+    Counted in slots, not nodes: one honest node may hold slots on two rings, and a key that takes
+    only one of them still brings the eclipse a slot closer."""
     attackers: list = []
-    for _ in range(budget):
-        candidate = NodeKey.generate().node_id
-        before = len(neighbours(victim, honest + attackers, seed) & set(attackers))
-        after = neighbours(victim, honest + attackers + [candidate], seed) & {
-            *attackers,
-            candidate,
-        }
-        if len(after) > before:
+    left = honest_slots(victim, honest, set(), seed)
+    for i in range(budget):
+        candidate = key(10_000 + i)
+        after = honest_slots(
+            victim, honest + attackers + [candidate], {*attackers, candidate}, seed
+        )
+        if after < left:
             attackers.append(candidate)
-            if len(after) == want:
+            left = after
+            if left == 0:
                 return attackers
     raise AssertionError("grinding did not finish within its budget")
 
 
 def test_ground_keys_eclipse_the_public_overlay_but_not_a_keyed_one():
-    honest = [NodeKey.generate().node_id for _ in range(60)]
+    honest = [key(i) for i in range(60)]
     victim = honest[0]
     attackers = grind(victim, honest, ring_seed(TOPIC))  # the topic is public at join time
     members = honest + attackers
     assert neighbours(victim, members, ring_seed(TOPIC)) <= set(attackers)  # eclipsed
-    for _ in range(5):  # the epoch's round seed did not exist when the keys were ground
-        keyed = neighbours(victim, members, ring_seed(TOPIC, os.urandom(8)))
+    for round_seed in range(5):  # the epoch's round seed did not exist when the keys were ground
+        keyed = neighbours(victim, members, ring_seed(TOPIC, round_seed.to_bytes(8, "little")))
         assert len(keyed - set(attackers)) >= 4
     assert ring_seed(TOPIC, b"k") != ring_seed(TOPIC, b"k2") != ring_seed(TOPIC)
     with pytest.raises(ValueError, match="overlay_key"):
