@@ -270,8 +270,13 @@ async def test_missing_oversized_and_exhausted(swarm):
     with pytest.raises(BlobFetchError) as e:
         await other.fetch(blob_hash(b"nobody has this"), [empty, holds])
     assert len(e.value.attempts) == 2 and all("NOT_FOUND" in a.error for a in e.value.attempts)
-    with pytest.raises(BlobFetchError, match="no providers"):
+    assert e.value.not_held  # every provider said it holds no such blob
+    with pytest.raises(BlobFetchError, match="more than the 1000 allowed") as e:
+        await other.fetch(h, [empty, holds], max_size=1000)
+    assert not e.value.not_held  # one of them did hold it
+    with pytest.raises(BlobFetchError, match="no providers") as e:
         await other.fetch(blob_hash(b"nobody has this"), [])
+    assert not e.value.not_held  # nobody said so
     with pytest.raises(ValueError, match="32 bytes"):
         await other.fetch(b"not a hash", [holds])
     with pytest.raises(TypeError, match="PeerAddress"):
@@ -335,6 +340,36 @@ async def test_concurrency_is_bounded_and_fetches_are_shared(swarm):
     assert results[: len(hashes)] == [blobs[h] for h in hashes]
     assert source.peak <= 2
     assert source.requests == len(hashes)  # four callers of the first blob shared one transfer
+
+
+class GatedSource(CountingSource):
+    """Serves the blobs in `gated` only once `gate` is set (a trainer's committed states coming slowly)."""
+
+    def __init__(self, blobs: dict[bytes, bytes], gated: set[bytes]) -> None:
+        super().__init__(blobs)
+        self.gated, self.gate = gated, asyncio.Event()
+
+    async def read_blob(self, blob, offset, size):
+        if blob in self.gated:
+            await self.gate.wait()
+        return await super().read_blob(blob, offset, size)
+
+
+async def test_background_fetches_leave_slots_for_the_others(swarm):
+    blobs = {blob_hash(d): d for d in (os.urandom(10_000) for _ in range(4))}
+    *slow, urgent = list(blobs)
+    source = GatedSource(blobs, set(slow))
+    policy = FetchPolicy(max_concurrent=3, max_background=2, progress_timeout=30)
+    fetcher, (provider,) = await swarm(source, policy=policy)
+    background = [asyncio.create_task(fetcher.fetch(h, [provider], background=True)) for h in slow]
+    await asyncio.sleep(0.3)  # two of the three hold their slots, the third waits for one
+    # a round's result is fetched while every background slot is taken
+    assert await asyncio.wait_for(fetcher.fetch(urgent, [provider]), 5) == blobs[urgent]
+    assert not any(t.done() for t in background)
+    source.gate.set()
+    assert await asyncio.gather(*background) == [blobs[h] for h in slow]
+    with pytest.raises(ValueError, match="max_background"):
+        FetchPolicy(max_concurrent=2, max_background=3)
 
 
 async def test_malformed_blob_requests(make_transport):

@@ -38,7 +38,15 @@ from dataclasses import dataclass, field
 from .blob_protocol import BLOB_PROTOCOL, LENGTH_PREFIX, part_request
 from .blob_store import BlobStore, check_hash
 from .identity import NodeId
-from .transport import MAX_LANES, READ_CHUNK, PeerAddress, Reply, Transport, TransportError
+from .transport import (
+    MAX_LANES,
+    READ_CHUNK,
+    PeerAddress,
+    Reply,
+    Status,
+    Transport,
+    TransportError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +62,9 @@ class FetchPolicy:
     progress_timeout: float = 5.0
     max_size: int = DEFAULT_MAX_BLOB
     max_concurrent: int = 8
+    # of those, the most that `background` fetches (a check's parts) may hold, half by default: a round's
+    # results always find a slot, however slowly a trainer's committed states come
+    max_background: int | None = None
     min_rate: float = 256 << 10  # bytes per second a provider must average over a whole blob
     deadline_slack: float = 10.0
     hedge_after: float = (
@@ -76,6 +87,8 @@ class FetchPolicy:
             raise ValueError("max_size must be >= 0")
         if self.max_concurrent < 1:
             raise ValueError("max_concurrent must be >= 1")
+        if self.max_background is not None and not 1 <= self.max_background <= self.max_concurrent:
+            raise ValueError("max_background must be 1..max_concurrent")
 
     def body_deadline(self, size: int) -> float:
         """Seconds a provider gets to deliver a body of `size` bytes."""
@@ -119,6 +132,13 @@ class BlobFetchError(Exception):
         self.blob = blob
         self.attempts = tuple(attempts)
 
+    @property
+    def not_held(self) -> bool:
+        """Every provider asked answered that it does not hold the blob (none failed in another way)."""
+        return bool(self.attempts) and all(
+            a.error.startswith(f"RemoteError: {Status.NOT_FOUND.name}:") for a in self.attempts
+        )
+
 
 class _BadProvider(Exception):
     pass
@@ -131,6 +151,7 @@ class _Terms:
     limit: int
     expected: int | None
     progress: Progress | None
+    background: bool = False
 
 
 class _Received:
@@ -154,7 +175,8 @@ class _Received:
 
 
 class BlobFetcher:
-    """Fetches blobs for one node; at most `policy.max_concurrent` fetches run at once."""
+    """Fetches blobs for one node; at most `policy.max_concurrent` fetches run at once, at most
+    `policy.max_background` of them background ones."""
 
     def __init__(
         self,
@@ -166,6 +188,10 @@ class BlobFetcher:
         self.store = store
         self.policy = policy or FetchPolicy()
         self._slots = asyncio.Semaphore(self.policy.max_concurrent)
+        background = self.policy.max_background
+        self._background_slots = asyncio.Semaphore(
+            max(1, self.policy.max_concurrent // 2) if background is None else background
+        )
         self._inflight: dict[bytes, asyncio.Task[Fetched]] = {}
         self.bytes_fetched = 0
 
@@ -178,8 +204,10 @@ class BlobFetcher:
         max_size: int | None = None,
         expected_size: int | None = None,
         progress: Progress | None = None,
+        background: bool = False,
     ) -> bytes:
-        """The verified bytes of `blob`, kept in the store for `round` when a round is given."""
+        """The verified bytes of `blob`, kept in the store for `round` when a round is given. A `background`
+        fetch (bulk that no round waits for) takes one of the fewer background slots."""
         return (
             await self.fetch_detailed(
                 blob,
@@ -188,6 +216,7 @@ class BlobFetcher:
                 max_size=max_size,
                 expected_size=expected_size,
                 progress=progress,
+                background=background,
             )
         ).data
 
@@ -200,6 +229,7 @@ class BlobFetcher:
         max_size: int | None = None,
         expected_size: int | None = None,
         progress: Progress | None = None,
+        background: bool = False,
     ) -> Fetched:
         """Like `fetch`, and says which provider delivered and which attempts failed."""
         check_hash(blob)
@@ -208,7 +238,7 @@ class BlobFetcher:
             raise ValueError("max_size must be >= 0")
         if expected_size is not None and not 0 <= expected_size <= limit:
             raise ValueError("expected_size must be within 0..max_size")
-        terms = _Terms(limit, expected_size, progress)
+        terms = _Terms(limit, expected_size, progress, background)
         for peer in providers:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("providers are PeerAddress values")
@@ -262,6 +292,9 @@ class BlobFetcher:
     async def _fetch_limited(
         self, blob: bytes, providers: Sequence[PeerAddress], terms: _Terms
     ) -> Fetched:
+        if terms.background:
+            async with self._background_slots, self._slots:
+                return await self._fetch_any(blob, providers, terms)
         async with self._slots:
             return await self._fetch_any(blob, providers, terms)
 

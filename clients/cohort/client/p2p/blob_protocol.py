@@ -96,6 +96,9 @@ class BlobServer:
         )
         start = min(start, size)
         end = min(size, start + length)
+        # a source that does not say (a shared checkpoint directory) is bulk: rounds' results go first
+        background_of = getattr(source, "in_background", None)
+        background = background_of(blob) if background_of is not None else True
         limit_of = getattr(source, "copy_limit", None)
         limit = limit_of(blob) if limit_of is not None else None
         grant = self.uploads.begin(blob, peer, size, start, end - start, limit, time.monotonic(),
@@ -107,6 +110,8 @@ class BlobServer:
         sent = 0
         try:
             async with asyncio.timeout(self.slack + (end - start) / self.min_rate):
+                if background:
+                    await reply.background()
                 await reply.write(LENGTH_PREFIX.pack(size))
                 for offset in range(start, end, READ_CHUNK):
                     part = min(READ_CHUNK, end - offset)

@@ -162,6 +162,12 @@ class BlobStore:
             shutil.rmtree(root, ignore_errors=True)  # every part was held already
         return h
 
+    def in_background(self, blob: bytes) -> bool:
+        """Whether serving `blob` yields to the rest of its connection: the parts of a directory (a member's
+        committed states, read from disk for checks) do; results, held in memory, go first."""
+        entry = self._blobs.get(blob)
+        return entry is not None and entry.data is None
+
     def copy_limit(self, blob: bytes) -> CopyLimit | None:
         """The limit on the copies of `blob` served (None: anyone may fetch it here)."""
         entry = self._blobs.get(blob)

@@ -256,6 +256,9 @@ class _HttpReplyWriter:
         if data:
             await self.response.write(data)
 
+    async def background(self) -> None:
+        pass  # one reply per HTTP request: nothing to order it against
+
     def cut(self) -> web.StreamResponse:
         """Drop the connection mid-reply: the requester's chunked decoder reports it as incomplete."""
         transport = self._request.transport

@@ -66,6 +66,8 @@ MAX_ERROR_MESSAGE = 1024
 _RESET_HANDLER_FAILED = 1
 _STOP_ABANDONED = 2
 MAX_DIALLED = 4096  # peers whose last dialled address is kept (to notice one that moved)
+# replies that yield to the rest of their connection (ReplyWriter.background)
+BACKGROUND_PRIORITY = -1
 # handshakes in flight at once (measured with one process flooding 2,048 attempts at a time: without a cap a
 # member's fetches timed out for as long as the flood lasted)
 MAX_HANDSHAKES = 16  # from addresses no member advertised
@@ -480,6 +482,12 @@ class _IrohReplyWriter:
     def __init__(self, send) -> None:
         self._send = send
         self.started = False
+
+    async def background(self) -> None:
+        try:  # QUIC sends a connection's higher-priority streams first (default 0)
+            await self._send.set_priority(BACKGROUND_PRIORITY)
+        except IrohError:
+            pass  # the stream is gone: the write says so
 
     async def write(self, data: bytes) -> None:
         if not self.started:  # the status goes with the first bytes: one call into iroh, not two

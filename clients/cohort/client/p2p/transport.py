@@ -109,6 +109,11 @@ class ReplyWriter(Protocol):
 
     async def write(self, data: bytes) -> None: ...
 
+    async def background(self) -> None:
+        """Send this reply only when the others on its connection have nothing to send (a member's
+        results go before the committed states it serves to checks); before the first write."""
+        ...
+
 
 class Reply(Protocol):
     """Client side of a reply (status OK already received)."""
