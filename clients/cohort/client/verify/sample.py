@@ -3,11 +3,12 @@
 A check does not need a trainer's whole state (4 B/param + 8 B per kept coefficient, twice): the replay's
 forward/backward reads the weights every replica holds and, through the lookahead, only the *sign* of each
 momentum value; the momentum and last transmission themselves enter the step tile by tile. So the check's
-seed samples `CHECK_SAMPLES` runs of whole tile bands (`SAMPLE_VALUES` values each), and the verifier fetches
-the state's sign plane (2 bits a value) before the step, and the parts holding the sampled bands of the
-state before and after it. It replays the whole forward/backward and compares the payload's tiles and the
-states on the sampled bands only: ~0.25 B/param + a fixed ~2 × 8 × 1 MiB per check instead of ~16 B/param,
-and the same parts serve every verifier of the check (content-addressed: any holder may serve them).
+seed samples `CHECK_SAMPLES` runs of whole tile bands (one part's worth of values each: `sample_values`), and
+the verifier fetches the state's sign plane (2 bits a value) before the step, and the parts holding the
+sampled bands of the state before and after it. It replays the whole forward/backward and compares the
+payload's tiles and the states on the sampled bands only: ~0.25 B/param + ~2 × 8 parts per check instead of
+~16 B/param (a part is 1 MiB from ~16M parameters up, 1/64 of the state below: `state.part_size`), and the
+same parts serve every verifier of the check (content-addressed: any holder may serve them).
 
 The sample is drawn from the check's seed, fixed on chain after the trainer committed its state, so the
 trainer cannot know which bands will be read; every verifier of one check draws the same bands, so their
@@ -32,20 +33,20 @@ from .state import (
     BEFORE_ANY_STEP,
     HEADER,
     MAGIC,
-    PART_SIZE,
     SIGNS_FILE,
     STATE_FILE,
     STREAM_VALUES,
     VERSION,
     StateError,
     decode_state,
+    part_size,
     sign_codes,
     signs_of,
     signs_size,
     state_size,
 )
 
-SAMPLE_VALUES = 1 << 18  # momentum values in one sampled run of bands (1 MiB of the state)
+SAMPLE_VALUES = 1 << 18  # momentum values in one sampled run of bands, at most (1 MiB of the state)
 CHECK_SAMPLES = 8  # runs a check compares (every run, for models with fewer)
 
 
@@ -84,13 +85,13 @@ class CommittedParts:
         entry = self.file(name)
         if offset < 0 or size < 0 or offset + size > entry.size:
             raise StateError(f"{name} holds {entry.size} bytes, not [{offset}, {offset + size})")
-        out = bytearray()
-        for k in range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE)):
+        out, step = bytearray(), self.manifest.chunk_size
+        for k in range(offset // step, -(-(offset + size) // step)):
             part = self.parts.get(entry.chunks[k])
             if part is None:
                 raise MissingPart(f"part {k} of {name} was not fetched")
-            base = k * PART_SIZE
-            out += part[max(offset, base) - base : min(offset + size, base + PART_SIZE) - base]
+            base = k * step
+            out += part[max(offset, base) - base : min(offset + size, base + step) - base]
         return bytes(out)
 
 
@@ -131,15 +132,16 @@ class PartsOnDisk(Mapping[bytes, bytes]):
 
 def state_manifest(data: bytes, layout: Layout) -> Manifest:
     """A committed state's manifest, refused (StateError) unless it is one of this layout's: its two files of
-    the sizes the layout gives, in `PART_SIZE` parts."""
+    the sizes the layout gives, in the layout's parts (`part_size`)."""
     try:
         manifest = Manifest.decode(data)
     except ValueError as e:
         raise StateError(f"not a state manifest: {e}") from None
     sizes = {f.name: f.size for f in manifest.files}
-    if manifest.chunk_size != PART_SIZE or set(sizes) != {SIGNS_FILE, STATE_FILE}:
+    part = part_size(layout)
+    if manifest.chunk_size != part or set(sizes) != {SIGNS_FILE, STATE_FILE}:
         raise StateError(
-            f"a state manifest lists {SIGNS_FILE} and {STATE_FILE} in parts of {PART_SIZE} bytes"
+            f"a state manifest lists {SIGNS_FILE} and {STATE_FILE} in parts of {part} bytes"
         )
     if sizes[SIGNS_FILE] != signs_size(layout):
         raise StateError(
@@ -154,7 +156,8 @@ def state_manifest(data: bytes, layout: Layout) -> Manifest:
 
 def manifest_limit(layout: Layout) -> int:
     """The most bytes a valid state manifest of `layout` can take (a fetch limit): ~70 B per part."""
-    parts = -(-signs_size(layout) // PART_SIZE) + -(-state_size(layout, True) // PART_SIZE)
+    part = part_size(layout)
+    parts = -(-signs_size(layout) // part) + -(-state_size(layout, True) // part)
     return 256 + 70 * parts
 
 
@@ -163,16 +166,21 @@ def commit(data: bytes, layout: Layout) -> CommittedParts:
     state = decode_state(data, layout)
     signs = b"".join(sign_codes(m.reshape(-1).numpy()).tobytes() for m in state.momentum)
     parts: dict[bytes, bytes] = {}
-    files = []
+    files, step = [], part_size(layout)
     for name, blob in ((SIGNS_FILE, signs), (STATE_FILE, bytes(data))):
         hashes = []
-        for lo in range(0, len(blob), PART_SIZE):
-            piece = blob[lo : lo + PART_SIZE]
+        for lo in range(0, len(blob), step):
+            piece = blob[lo : lo + step]
             h = hashlib.sha256(piece).digest()
             parts[h] = piece
             hashes.append(h)
         files.append(FileEntry(name, len(blob), tuple(hashes)))
-    return CommittedParts(Manifest(PART_SIZE, tuple(files)), parts)
+    return CommittedParts(Manifest(step, tuple(files)), parts)
+
+
+def sample_values(layout: Layout) -> int:
+    """Momentum values in one sampled run of bands: one part's worth (a check reads whole parts)."""
+    return min(SAMPLE_VALUES, part_size(layout) // 4)
 
 
 def sample_seed(check_seed: int, trainer: int, step: int) -> bytes:
@@ -184,9 +192,8 @@ def sample_seed(check_seed: int, trainer: int, step: int) -> bytes:
 def sample_bands(layout: Layout, seed: bytes, count: int = CHECK_SAMPLES) -> tuple[Sample, ...]:
     """`count` distinct runs of whole tile bands (every run when there are no more), drawn from `seed`, in
     model order."""
-    runs = [
-        Sample(i, band) for i, b in enumerate(layout.buckets) for band in b.bands(SAMPLE_VALUES)
-    ]
+    values = sample_values(layout)
+    runs = [Sample(i, band) for i, b in enumerate(layout.buckets) for band in b.bands(values)]
     if len(runs) <= count:
         return tuple(runs)
     chosen: set[int] = set()
@@ -245,8 +252,9 @@ def _has_sent(manifest: Manifest, layout: Layout) -> bool:
 def _state_parts(layout: Layout, samples: Sequence[Sample], has_sent: bool) -> list[int]:
     """The indices of the parts of state.bin that hold its header and the sampled bands, in order."""
     wanted: dict[int, None] = {}
+    part = part_size(layout)
     for offset, size in _spans(layout, samples, has_sent):
-        wanted.update(dict.fromkeys(range(offset // PART_SIZE, -(-(offset + size) // PART_SIZE))))
+        wanted.update(dict.fromkeys(range(offset // part, -(-(offset + size) // part))))
     return list(wanted)
 
 
@@ -272,8 +280,8 @@ def parts_to_fetch(
 def check_bytes(layout: Layout, samples: Sequence[Sample]) -> int:
     """The bytes a check of a step in steady state (both states with a last transmission) fetches: two
     manifests (at most), the sign plane and the sampled bands' parts of two states (at most)."""
-    size = state_size(layout, True)
-    parts = sum(min(PART_SIZE, size - k * PART_SIZE) for k in _state_parts(layout, samples, True))
+    size, part = state_size(layout, True), part_size(layout)
+    parts = sum(min(part, size - k * part) for k in _state_parts(layout, samples, True))
     return 2 * manifest_limit(layout) + signs_size(layout) + 2 * parts
 
 
@@ -456,6 +464,7 @@ __all__ = [
     "restored_sent",
     "sample_bands",
     "sample_seed",
+    "sample_values",
     "sampled_fraction",
     "sampled_of",
     "state_manifest",

@@ -21,7 +21,8 @@ Every size follows from the plan, so `decode_state` is strict, and equal states 
 
 The commitment: a state is committed as a directory of two files, `state.bin` (the bytes above) and
 `signs.bin` (the sign of every momentum value, 2 bits each: what the lookahead reads of the whole state),
-cut into `PART_SIZE` parts and listed in a checkpoint-style manifest (p2p/manifest.py); the commitment a
+cut into parts of `part_size(layout)` bytes (1/64 of the state or less: 64 KiB to 1 MiB) and listed in a
+checkpoint-style manifest (p2p/manifest.py); the commitment a
 result carries is the manifest's sha256. So a check fetches the manifest, the sign plane and only the parts
 that hold the tile bands its seed samples (sample.py) — a small fraction of the state, from anyone who holds
 those parts — and every part is checked against its hash on arrival.
@@ -52,7 +53,10 @@ from ..p2p.manifest import FileEntry, Manifest
 
 STATE_FILE = "state.bin"
 SIGNS_FILE = "signs.bin"
-PART_SIZE = 1 << 20  # bytes a committed part holds: the unit a check fetches and proves
+# bytes a committed part holds, the unit a check fetches and proves: `part_size` picks it per layout
+PART_SIZE = 1 << 20  # the most: from a 64 MiB state up
+MIN_PART_SIZE = 64 << 10  # the least: a small model's state is cut finer, down to this
+PARTS_PER_STATE = 64  # what the part size aims at between the two
 MAGIC = b"CDTS"
 VERSION = 1
 HEADER = struct.Struct("<4sHBBQ32s")
@@ -202,9 +206,10 @@ def encode_state(state: OptimizerState, layout: Layout) -> bytes:
 
 
 class _PartHashes:
-    """sha256 of each `PART_SIZE` piece of a stream, as it is written."""
+    """sha256 of each `part`-byte piece of a stream, as it is written."""
 
-    def __init__(self) -> None:
+    def __init__(self, part: int) -> None:
+        self.part = part
         self.done: list[bytes] = []
         self._open, self._filled, self.size = hashlib.sha256(), 0, 0
 
@@ -212,11 +217,11 @@ class _PartHashes:
         view = memoryview(data).cast("B")
         self.size += len(view)
         while len(view):
-            take = min(len(view), PART_SIZE - self._filled)
+            take = min(len(view), self.part - self._filled)
             self._open.update(view[:take])
             self._filled += take
             view = view[take:]
-            if self._filled == PART_SIZE:
+            if self._filled == self.part:
                 self.done.append(self._open.digest())
                 self._open, self._filled = hashlib.sha256(), 0
 
@@ -266,10 +271,10 @@ class _SignCodes:
 
 
 class _HashedFile:
-    """A file written in order, its `PART_SIZE` parts hashed as they are written."""
+    """A file written in order, its `part`-byte parts hashed as they are written."""
 
-    def __init__(self, path: Path) -> None:
-        self.name, self._file, self._hashes = path.name, open(path, "wb"), _PartHashes()
+    def __init__(self, path: Path, part: int) -> None:
+        self.name, self._file, self._hashes = path.name, open(path, "wb"), _PartHashes(part)
 
     def write(self, data: memoryview | bytes) -> None:
         self._hashes.update(data)
@@ -288,8 +293,9 @@ def write_committed(root: Path, layout: Layout, step: int, momentum: Iterable[to
     parameters stacked in model order; pieces of any length, read once, one at a time: a whole state never
     needs to be in memory, nor in one process); `sent`: the last transmission per bucket, or None."""
     root.mkdir(parents=True, exist_ok=True)
-    state = _HashedFile(root / STATE_FILE)
-    plane = _HashedFile(root / SIGNS_FILE) if signs else None
+    chunk = part_size(layout)
+    state = _HashedFile(root / STATE_FILE, chunk)
+    plane = _HashedFile(root / SIGNS_FILE, chunk) if signs else None
     try:
         state.write(_header(layout, step, sent))
         codes = _SignCodes()
@@ -301,7 +307,7 @@ def write_committed(root: Path, layout: Layout, step: int, momentum: Iterable[to
             state.write(part)
     finally:
         files = [state.close()] if plane is None else [plane.close(), state.close()]
-    return CommittedState(root, Manifest(PART_SIZE, tuple(files)))
+    return CommittedState(root, Manifest(chunk, tuple(files)))
 
 
 def write_state(
@@ -358,6 +364,16 @@ def state_size(layout: Layout, has_sent: bool) -> int:
     momentum = sum(4 * b.numel for b in layout.buckets)
     sent = sum(8 * b.kept for b in layout.buckets) if has_sent else 0
     return HEADER.size + momentum + sent
+
+
+def part_size(layout: Layout) -> int:
+    """The bytes a committed part of a state of `layout` holds: a power of two near 1/64 of the state, within
+    64 KiB..1 MiB. A check reads whole parts, so with a fixed 1 MiB a small model's check read its whole state
+    twice (7.8 MB a check at 0.9M parameters: 250 results' worth); from ~16M parameters up it is 1 MiB."""
+    size, total = MIN_PART_SIZE, state_size(layout, True)
+    while size < PART_SIZE and size * PARTS_PER_STATE < total:
+        size *= 2
+    return size
 
 
 def decode_state(data: bytes, layout: Layout) -> OptimizerState:
