@@ -1204,6 +1204,18 @@ def test_a_report_refused_because_its_check_lapsed_is_an_event_and_is_not_sent_a
     assert not emitted(out, "check_lapsed")
 
 
+def test_a_verdict_that_comes_after_its_epoch_is_a_lapse_not_a_report(core):
+    """A check still fetching when its epoch ended: its verdict (here a failure) can no longer be reported;
+    the machine says so (check_lapsed, with the verdict) instead of dropping it without a word."""
+    d = Driver(core, clients=4, verification_percent=100)
+    applied_through_step_3(d)
+    out = d.feed(Checked(-1, 2, 2, False, "too slow", "StateNotDelivered"))
+    assert of(out, ReportCheck) == [] and not emitted(out, "check_failed")
+    lapsed = [e.fields for e in emitted(out, "check_lapsed")]
+    assert lapsed == [{"step": 2, "trainer": 2, "reason": "too slow", "epoch": -1,
+                       "verdict": "StateNotDelivered"}]  # fmt: skip
+
+
 def next_decided_round(d: Driver, step: int) -> list:
     """Our step `step` trained and everyone's held, the round attesting it decides it with every result, we
     apply it and the next round starts: the actions of the update that saw it."""

@@ -388,10 +388,14 @@ class _Parts:
     """A node's fetch that holds some parts and fails the rest (the P2P boundary a check's fetch stands on)."""
 
     def __init__(self, held: dict[bytes, bytes]) -> None:
-        self.held, self.asked = held, []
+        self.held, self.asked, self.sizes = held, [], []
 
-    async def fetch(self, blob: bytes, providers, max_size: int) -> bytes:
+    async def fetch(
+        self, blob: bytes, providers, max_size: int, expected_size=None, background=False
+    ) -> bytes:
+        assert background  # a check's parts never take the slots a round's results need
         self.asked.append(blob)
+        self.sizes.append(expected_size)
         if blob not in self.held:
             from cohort.client.p2p import BlobFetchError
 
@@ -414,8 +418,13 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     fetcher = _Parts(held)
     effects = Effects(SimpleNamespace(node=SimpleNamespace(fetch_blob=fetcher.fetch)))
     parts = PartsOnDisk(tmp_path / "a.parts")
-    await effects._fetch_parts(list(held), [], parts)
+    sizes = {h: len(d) for h, d in held.items()}  # from the manifests
+    big = next(iter(held))
+    sizes[big] = 256 << 10  # (the stub does not hold it to that size)
+    await effects._fetch_parts(list(held), sizes, [], parts)
     assert dict(parts) == held and sorted(fetcher.asked) == sorted(held)
+    # a large part comes striped (its size given), small ones whole
+    assert sorted(fetcher.sizes, key=str) == [256 << 10] + [None] * 4
     parts.close()
 
     missing = b"\xff" * 32
@@ -423,7 +432,7 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     with pytest.raises(
         BlobFetchError
     ):  # the caller reports StateNotDelivered: a plain error, not a group
-        await effects._fetch_parts([*held, missing], [], parts)
+        await effects._fetch_parts([*held, missing], sizes, [], parts)
     assert fetcher.asked.count(missing) == PART_TRIES
     parts.close()
     assert not (tmp_path / "b.parts").exists()

@@ -1,6 +1,11 @@
 """Three `cohort train` processes and the RPC node, each behind its own emulated internet link (support.wan:
 one-way delay, loss, rate): training proceeds, replicas stay bit-identical, and no client leaves an epoch,
-is dropped, or retries its way out."""
+is dropped, or retries its way out. The first runs with verification on (5% of results, the packaged
+example's rate): a check's fetch of a trainer's sampled parts never fails an honest trainer, nobody is
+reported or convicted, and the checks' traffic does not make a round's results late (check fetches take
+the fetcher's background slots and are served behind results). Over these lossy paths a check's ~2.3 MB
+come at QUIC's loss-bound rate and most checks finish after their epoch or their trainer's window: they
+lapse, as events (check_lapsed, check_skipped), never as reports."""
 
 from __future__ import annotations
 
@@ -24,8 +29,9 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
     link = PROFILES[profile]
     nodes = {"rpc": link, "c0": link, "c1": link, "c2": link}
     config = write_config(
-        tmp_path / "run.toml", epoch_time=20, max_round_train_time=6, warmup_time=15
-    )
+        tmp_path / "run.toml", epoch_time=20, max_round_train_time=6, warmup_time=15,
+        verification_percent=5,
+    )  # fmt: skip
     bed = make_bed(nodes)
     async with LocalRun(config=config, root=tmp_path / "run", placement=bed) as lr:
         trainers = await lr.start_members(3)
@@ -46,6 +52,15 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
             assert len(ends) == 3 and len(set(ends)) == 1, (epoch, ends)
         trained = {e["step"] for t in trainers for e in t.events("trained")}
         assert len(trained) >= 8, trained  # two epochs of four or more steps (one flush round each)
+        # verification over the same links: no check failed, nobody was reported or convicted
+        verdicts = {
+            kind: [e for t in trainers for e in t.events(kind)]
+            for kind in ("checked", "check_failed", "check_reported")
+        }
+        assert not verdicts["check_failed"] and not verdicts["check_reported"], verdicts
+        run = await lr.wait_for(lambda r: True, 10, "the run")
+        states = [c.state for t in trainers if (c := run.client(t.wallet.pubkey())) is not None]
+        assert "Convicted" not in states, states
 
 
 async def test_a_slow_far_client_trains_a_smaller_share_and_the_run_keeps_going(

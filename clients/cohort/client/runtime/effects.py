@@ -17,7 +17,7 @@ from solders.keypair import Keypair
 
 from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
 
-from ..p2p import BlobFetchError, NodeId, PeerAddress
+from ..p2p import BlobFetchError, Manifest, NodeId, PeerAddress
 from ..verify.sample import PartsOnDisk, sample_seed
 from ..verify.state import PART_SIZE, StateError
 from .machine import (
@@ -79,6 +79,10 @@ CHECK_SLACK = 30.0
 CHECK_PARALLEL = (
     2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
 )
+CHECK_IN_FLIGHT = (
+    1 << 20
+)  # bytes of parts a check asks for at once (small parts: more of them at once)
+CHECK_STRIPE_MIN = 256 << 10  # parts from this size up come striped over the fetcher's lanes
 PART_TRIES = 3
 PART_RETRY_PAUSE = (
     1.0  # seconds before a part is asked again (a connection that broke is dialled anew)
@@ -86,6 +90,10 @@ PART_RETRY_PAUSE = (
 STATE_EXTRA_ROUNDS = (
     KEPT_STATES - KEPT_FOR_CHECKS - 1
 )  # our committed states outlive our results by this
+# steps past a step s from which a trainer may have collected the committed states a check of s reads: the
+# one before s goes first (kept for round s - 1 + STATE_EXTRA_ROUNDS, collected by the trainer's apply of step
+# s + 16, once the run is at s + 17 or later), with a margin for views that differ by a round or two
+STATE_HELD_FOR = KEPT_FOR_CHECKS + STATE_EXTRA_ROUNDS - 1
 CHECKPOINT_RETRY = (
     1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
 )
@@ -561,15 +569,18 @@ class Effects:
         seed = sample_seed(action.seed, action.trainer, action.step)
         try:
             async with asyncio.timeout(MANIFEST_DEADLINE):
-                manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit)
+                manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit, background=True)
                              for h in (before, after)]  # fmt: skip
         except (BlobFetchError, OSError, TimeoutError) as e:
             return done(
-                False, f"its state manifests could not be had: {e}"[:200], "StateNotDelivered"
+                False,
+                f"its state manifests could not be had: {e}"[:200],
+                self._undelivered(action, e),
             )
         try:
             wanted = trainer.check_parts(seed, *manifests)
-        except StateError as e:
+            sizes = {r.hash: r.size for m in manifests for r in Manifest.decode(m).chunk_refs()}
+        except (StateError, ValueError) as e:
             return done(False, f"refused: {e}"[:200], "StateMismatch")
         folder = (
             c.shelf.root / "replica" / "checks"
@@ -578,10 +589,12 @@ class Effects:
         parts = PartsOnDisk(folder / f"check-{action.step}-{action.trainer}.parts")
         try:
             try:
-                await self._fetch_parts(wanted, holder, parts)
+                await self._fetch_parts(wanted, sizes, holder, parts)
             except (BlobFetchError, OSError, TimeoutError) as e:
                 return done(
-                    False, f"its committed parts could not be had: {e}"[:200], "StateNotDelivered"
+                    False,
+                    f"its committed parts could not be had: {e}"[:200],
+                    self._undelivered(action, e),
                 )
             c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
                           bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
@@ -604,21 +617,44 @@ class Effects:
             "StateMismatch" if verdict.reason.startswith("refused") else "PayloadMismatch",
         )
 
+    def _undelivered(self, action: Check, error: Exception) -> str:
+        """What a fetch of a trainer's committed states that failed says: StateNotDelivered, or nothing when
+        the trainer answered that it no longer holds them and the run has gone past the step by which it may
+        have collected them (`STATE_HELD_FOR` steps): then we were late, it was not."""
+        run = self.c.latest
+        collected = run is not None and run.progress.step >= action.step + STATE_HELD_FOR
+        if isinstance(error, BlobFetchError) and error.not_held and collected:
+            return ""
+        return "StateNotDelivered"
+
     async def _fetch_parts(
-        self, wanted: list[bytes], holder: list[PeerAddress], parts: PartsOnDisk
+        self,
+        wanted: list[bytes],
+        sizes: dict[bytes, int],
+        holder: list[PeerAddress],
+        parts: PartsOnDisk,
     ) -> None:
-        """Fetch the parts a check reads into `parts`, `CHECK_PARALLEL` at a time, each tried `PART_TRIES` times,
-        within a deadline that follows the bytes asked (TimeoutError past it; BlobFetchError when a part fails
-        every try)."""
+        """Fetch the parts a check reads into `parts`, `CHECK_IN_FLIGHT` bytes' worth at a time (at least
+        `CHECK_PARALLEL` parts), each tried `PART_TRIES` times, within a deadline that follows the bytes asked
+        (TimeoutError past it; BlobFetchError when a part fails every try). A large part's size is known from
+        its manifest, so it comes striped over the fetcher's lanes: over a lossy long link one connection's
+        loss recovery, not the link, bounds a fetch; a small one comes whole (stripes of it would cost more
+        requests than they save)."""
         node = self.c.node
         queue = list(reversed(wanted))
+        largest = max((min(sizes.get(h, PART_SIZE), PART_SIZE) for h in wanted), default=PART_SIZE)
+        parallel = max(CHECK_PARALLEL, CHECK_IN_FLIGHT // max(largest, 1))
 
         async def worker() -> None:
             while queue:
                 h = queue.pop()
                 for attempt in range(PART_TRIES):
                     try:
-                        parts.add(h, await node.fetch_blob(h, holder, max_size=PART_SIZE))
+                        size = sizes.get(h)  # a size past the cap is the fetch's to refuse
+                        striped = size is not None and CHECK_STRIPE_MIN <= size <= PART_SIZE
+                        data = await node.fetch_blob(h, holder, max_size=PART_SIZE, background=True,
+                                                     expected_size=size if striped else None)  # fmt: skip
+                        parts.add(h, data)
                         break
                     except BlobFetchError:
                         if attempt == PART_TRIES - 1:
@@ -626,9 +662,10 @@ class Effects:
                         await asyncio.sleep(PART_RETRY_PAUSE)
 
         try:
-            async with asyncio.timeout(CHECK_SLACK + len(wanted) * PART_SIZE / CHECK_RATE):
+            asked = sum(min(sizes.get(h, PART_SIZE), PART_SIZE) for h in wanted)
+            async with asyncio.timeout(CHECK_SLACK + asked / CHECK_RATE):
                 async with asyncio.TaskGroup() as group:
-                    for _ in range(CHECK_PARALLEL):
+                    for _ in range(parallel):
                         group.create_task(worker())
         except (
             ExceptionGroup

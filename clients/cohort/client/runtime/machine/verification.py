@@ -85,9 +85,10 @@ class Verification(MachineState):
         return out
 
     def _on_checked(self, event: Checked) -> list[Action]:
-        if event.epoch != self.epoch:
-            return []
         fields = {"step": event.step, "trainer": event.trainer, "reason": event.reason[:200]}
+        if event.epoch != self.epoch:  # its epoch ended first: a report could no longer land
+            verdict = "passed" if event.passed else (event.failure or "not run")
+            return [Emit("check_lapsed", {**fields, "epoch": event.epoch, "verdict": verdict})]
         if event.dispute:
             fields["dispute"] = True
         if event.passed:
