@@ -75,9 +75,10 @@ async def test_a_handshake_flood_from_strangers_does_not_stop_a_members_fetches(
     )
     assert len(times) == FETCHES and max(times) < IN_TIME
     refused = victim.stats.extra.get("handshakes_refused", 0)
-    assert (
-        counts["attempts"] > 5000 and refused > counts["attempts"] / 2
-    )  # most never cost a handshake
+    # most never cost a handshake: refused statelessly, or left to time out (under load many are, so the
+    # refused share alone is no measure: 4,358 refused and 12,533 timed out of 19,121 in one loaded run)
+    assert counts["attempts"] > 5000 and refused > 0
+    assert counts["handshakes"] < counts["attempts"] / 4, counts
     # the strangers that got a handshake were refused by the allowlist: only the member's fetches were served
     assert victim.stats.requests_refused > 0 and victim.stats.requests_served == FETCHES, (
         victim.stats
