@@ -3,7 +3,9 @@ created from the example config, and scripted epochs with witnesses that report 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from cohort.sbf import build
 from cohort.sdk.client import RunClient
 from cohort.sdk.coordinator_core import CoordinatorCore, load_idl
 from cohort.sdk.deploy import deploy_program
+from cohort.sdk.explorer import Explorer
 from cohort.sdk.rpc import Rpc
 from cohort.sdk.run_config import RunFile, load_run_file, packaged_config
 
@@ -44,6 +47,20 @@ class Chain:
     elf: bytes
     client: RunClient
     metrics = staticmethod(metrics)
+
+    @staticmethod
+    async def caught_up(ex: Explorer, runs: int = 1) -> None:
+        """Wait (30 s at most) until the explorer has caught up with the chain and lists `runs` runs."""
+        deadline = time.monotonic() + 30
+        while not (ex.indexer.status.caught_up and len(ex.store.runs()) >= runs):
+            assert time.monotonic() < deadline, "the explorer did not catch up"
+            await asyncio.sleep(0.05)
+
+    def explorer(self, db: Path, *, live: bool = True, **options) -> Explorer:
+        """An explorer of this chain's coordinator on a free port, its index in `db`; `live`: follow the
+        websocket too (else it polls only)."""
+        return Explorer(self.net.http_url, self.net.ws_url if live else None, self.program_id, db,
+                        port=0, core=self.core, **options)  # fmt: skip
 
     async def create_run(
         self,

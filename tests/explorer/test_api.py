@@ -3,14 +3,11 @@ headers; and chart downsampling at 100k steps."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from urllib.parse import quote
 
 import httpx2
 from support.scripted_run import convict_by_checks, start_epoch
 
-from cohort.sdk.explorer import Explorer
 from cohort.sdk.explorer.api import metrics as metrics_answer
 from cohort.sdk.explorer.indexer import IndexerStatus
 from cohort.sdk.explorer.store import Store
@@ -21,24 +18,16 @@ INDEXER_KEYS = {"rpc_url", "rpc_ok", "error", "failing_since", "retry_in", "last
                 "live", "transactions_indexed", "warning"}  # fmt: skip
 
 
-async def caught_up(ex: Explorer, runs: int = 1) -> None:
-    deadline = time.monotonic() + 30
-    while not (ex.indexer.status.caught_up and len(ex.store.runs()) >= runs):
-        assert time.monotonic() < deadline, "the explorer did not catch up"
-        await asyncio.sleep(0.05)
-
-
 async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
     await chain.create_run("shaped")
     members = await chain.members()
     await chain.play("shaped", members)
     await start_epoch(chain.client, "shaped", members)  # the second epoch is in its first round
     async with (
-        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
-                 port=0, core=chain.core) as ex,
+        chain.explorer(tmp_path / "x.sqlite") as ex,
         httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
-        await caught_up(ex)
+        await chain.caught_up(ex)
         runs = (await http.get("/api/runs")).json()
         assert set(runs) == {"runs", "indexer"} and set(runs["indexer"]) == INDEXER_KEYS
         (run,) = runs["runs"]
@@ -106,8 +95,7 @@ async def test_every_endpoint_answers_in_its_documented_shape(chain, tmp_path):
 
 async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
     async with (
-        Explorer(chain.net.http_url, None, chain.program_id, tmp_path / "x.sqlite", port=0,
-                 core=chain.core) as ex,
+        chain.explorer(tmp_path / "x.sqlite", live=False) as ex,
         httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
         for path in ("/api/runs/no-such-run", "/api/runs/no-such-run/metrics",
@@ -119,7 +107,7 @@ async def test_errors_are_json_and_pages_carry_a_strict_policy(chain, tmp_path):
         r = await http.post("/api/runs")
         assert r.status_code in (404, 405) and "error" in r.json()
         await chain.create_run("queried")
-        await caught_up(ex)
+        await chain.caught_up(ex)
         for query in ("from=x", "points=0", "points=99999", "from=3&to=1"):
             r = await http.get(f"/api/runs/queried/metrics?{query}")
             assert r.status_code == 400 and r.json()["error"], query
@@ -194,11 +182,10 @@ async def test_each_members_checks_disputes_and_convictions(chain, tmp_path):
     step, trainer = facts["step"], facts["trainer"]
     wallets = {i: str(k.pubkey()) for i, k in facts["wallets"].items()}
     async with (
-        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
-                 port=0, core=chain.core) as ex,
+        chain.explorer(tmp_path / "x.sqlite") as ex,
         httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
-        await caught_up(ex)
+        await chain.caught_up(ex)
         detail = (await http.get("/api/runs/checked")).json()
     v = detail["verification"]
     assert (v["checks_failed"], v["disputes_opened"], v["convictions"]) == (2, 1, 1)

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from support.scripted_run import convict_by_checks, start_epoch, submit_witnesses
 
-from cohort.sdk.explorer import Explorer
-
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts" / "explorer"
 XSS_NAME = '<img src=x onerror="window.__xss=1">'
@@ -35,13 +33,6 @@ def _browser_or_skip():
     return async_playwright
 
 
-async def _caught_up(ex: Explorer, runs: int) -> None:
-    deadline = time.monotonic() + 30
-    while not (ex.indexer.status.caught_up and len(ex.store.runs()) >= runs):
-        assert time.monotonic() < deadline, "the explorer did not catch up"
-        await asyncio.sleep(0.05)
-
-
 async def test_pages_in_a_real_browser(chain, tmp_path):
     async_playwright = _browser_or_skip()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -54,11 +45,10 @@ async def test_pages_in_a_real_browser(chain, tmp_path):
     )  # epoch 1, first round: clients listed
 
     async with (
-        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
-                 port=0, poll_interval=1.0, core=chain.core) as ex,
+        chain.explorer(tmp_path / "x.sqlite", poll_interval=1.0) as ex,
         async_playwright() as pw,
     ):  # fmt: skip
-        await _caught_up(ex, 2)
+        await chain.caught_up(ex, 2)
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             # bypass_csp: the payloads must stay inert through escaping alone, without the server's CSP
@@ -141,11 +131,10 @@ async def test_the_run_page_shows_a_members_checks_disputes_and_conviction(chain
     facts = await convict_by_checks(chain.client, "checked", members)
     wallet = str(facts["wallets"][facts["trainer"]].pubkey())
     async with (
-        Explorer(chain.net.http_url, chain.net.ws_url, chain.program_id, tmp_path / "x.sqlite",
-                 port=0, poll_interval=1.0, core=chain.core) as ex,
+        chain.explorer(tmp_path / "x.sqlite", poll_interval=1.0) as ex,
         async_playwright() as pw,
     ):  # fmt: skip
-        await _caught_up(ex, 2)
+        await chain.caught_up(ex, 2)
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
             page = await (

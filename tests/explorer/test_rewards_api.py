@@ -10,7 +10,6 @@ import time
 import httpx2
 
 from cohort.sdk.demo import POOL, REWARD_PER_POINT, fund_pool, payout
-from cohort.sdk.explorer import Explorer
 
 
 async def rewards_of(http: httpx2.AsyncClient, run: str, until, what: str) -> dict:
@@ -35,8 +34,8 @@ async def test_a_runs_rewards_and_a_claim_show_in_the_api(chain, tmp_path):
     members = await chain.members()
     await chain.play("paid", members)
     async with (
-        Explorer(chain.net.http_url, None, chain.program_id, tmp_path / "x.sqlite", port=0, core=chain.core,
-                 poll_interval=0.2, treasurer_id=pool.treasurer.program_id) as ex,
+        chain.explorer(tmp_path / "x.sqlite", live=False, poll_interval=0.2,
+                       treasurer_id=pool.treasurer.program_id) as ex,
         httpx2.AsyncClient(base_url=ex.url, timeout=10) as http,
     ):  # fmt: skip
         detail = await rewards_of(http, "paid", lambda d: "rewards" in d, "the treasury")
