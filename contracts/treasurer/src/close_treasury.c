@@ -7,6 +7,19 @@ typedef struct {
   SolAccountInfo *authority, *treasury, *vault, *destination, *rent_recipient, *stake_vault, *mint, *token_program;
 } CloseTreasuryAccounts;
 
+/* Everything `vault` holds to the destination, then the vault closed, its rent to the treasury's payer. */
+static uint64_t sweep_and_close(const CloseTreasuryAccounts *a, SolAccountInfo *vault, uint8_t decimals,
+                                TreasurySigner *signer) {
+  uint64_t rest;
+  TRY(token_amount(vault, &rest));
+  if (rest > 0) {
+    TokenTransfer sweep = {a->token_program, vault, a->mint, a->destination, a->treasury};
+    TRY(token_transfer_checked(&sweep, rest, decimals, &signer->signer));
+  }
+  TokenTransfer close = {a->token_program, vault, a->mint, a->rent_recipient, a->treasury};
+  return token_close_account(&close, &signer->signer);
+}
+
 uint64_t close_treasury(SolParameters *p) {
   TRY(need_accounts(p, ACC_CLOSE_TREASURY_COUNT));
   if (p->data_len != DISCRIMINATOR_LEN) return ERR_INVALID_INSTRUCTION_DATA;
@@ -38,22 +51,10 @@ uint64_t close_treasury(SolParameters *p) {
 
   TreasurySigner signer;
   treasury_signer(t, &signer);
-  uint64_t rest;
-  TRY(token_amount(a.vault, &rest));
-  if (rest > 0) {
-    TokenTransfer sweep = {a.token_program, a.vault, a.mint, a.destination, a.treasury};
-    TRY(token_transfer_checked(&sweep, rest, t->decimals, &signer.signer));
-  }
-  TokenTransfer close = {a.token_program, a.vault, a.mint, a.rent_recipient, a.treasury};
-  TRY(token_close_account(&close, &signer.signer));
-  if (stakes) { /* no stake is left in it: whatever it holds was sent to it, and goes with the rest */
-    TRY(token_amount(a.stake_vault, &rest));
-    if (rest > 0) {
-      TokenTransfer sweep = {a.token_program, a.stake_vault, a.mint, a.destination, a.treasury};
-      TRY(token_transfer_checked(&sweep, rest, t->decimals, &signer.signer));
-    }
-    TokenTransfer close_stakes = {a.token_program, a.stake_vault, a.mint, a.rent_recipient, a.treasury};
-    TRY(token_close_account(&close_stakes, &signer.signer));
+  TRY(sweep_and_close(&a, a.vault, t->decimals, &signer));
+  /* no stake is left in the stake vault: whatever it holds was sent to it, and goes with the rest */
+  if (stakes) {
+    TRY(sweep_and_close(&a, a.stake_vault, t->decimals, &signer));
   }
   return close_account(a.treasury, a.rent_recipient);
 }
