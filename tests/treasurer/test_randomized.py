@@ -668,28 +668,13 @@ class Fuzzer:
         return [w for w in self.members
                 if self.model.stakes.get(w, {}).get("state") == "Staked" and not self.banned(w, state)]  # fmt: skip
 
-    def do_epoch(self, op: Op) -> None:
-        """Staked wallets join and play a whole epoch: every one earns points."""
+    def start_epoch(self, op: Op) -> tuple[list, dict] | None:
+        """`op.amount` staked wallets (at least 3) join and the epoch's first round starts: its members and
+        their node keys; None (counted) when fewer than 3 are staked."""
         ready = self.joinable()
         if len(ready) < 3:
             self.counts[(op.name, "too few staked")] += 1
-            return
-        chain, run = self.chain, self.run
-        wallets = [self.keys[w] for w in self.rng.sample(ready, min(op.amount, len(ready)))]
-        members = warmup(chain, run, wallets, {w.pubkey(): Keypair() for w in wallets})
-        for index in range(CONFIG["witness_nodes"]):
-            chain.call("warmup_witness", members[index], run, {"index": index})
-        assert start_pending_round(chain, run, members[0])
-        finish_epoch(chain, self.core, run, members)
-        self.counts[(op.name, "ok")] += 1
-
-    def do_cheat(self, op: Op) -> None:
-        """Staked wallets start an epoch and play a round; then one equivocates (two signed results of one
-        step) and is convicted. The epoch goes on (finish) while the treasurer's operations go on."""
-        ready = self.joinable()
-        if len(ready) < 3:
-            self.counts[(op.name, "too few staked")] += 1
-            return
+            return None
         chain, run = self.chain, self.run
         wallets = [self.keys[w] for w in self.rng.sample(ready, min(op.amount, len(ready)))]
         node_keys = {w.pubkey(): Keypair() for w in wallets}
@@ -697,6 +682,22 @@ class Fuzzer:
         for index in range(CONFIG["witness_nodes"]):
             chain.call("warmup_witness", members[index], run, {"index": index})
         assert start_pending_round(chain, run, members[0])
+        return members, node_keys
+
+    def do_epoch(self, op: Op) -> None:
+        """Staked wallets join and play a whole epoch: every one earns points."""
+        if (started := self.start_epoch(op)) is None:
+            return
+        finish_epoch(self.chain, self.core, self.run, started[0])
+        self.counts[(op.name, "ok")] += 1
+
+    def do_cheat(self, op: Op) -> None:
+        """Staked wallets start an epoch and play a round; then one equivocates (two signed results of one
+        step) and is convicted. The epoch goes on (finish) while the treasurer's operations go on."""
+        if (started := self.start_epoch(op)) is None:
+            return
+        members, node_keys = started
+        chain, run = self.chain, self.run
         play_round(chain, self.core, run, members)
         index = self.rng.randrange(len(members))
         cheat = members[index]
