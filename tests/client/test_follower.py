@@ -144,3 +144,30 @@ async def test_a_websocket_that_stalls_does_not_freeze_the_state():
         await following.aclose()  # closes its websocket
         await runner.cleanup()
     assert states[1].nonce > states[0].nonce  # the change came by polling the quiet socket
+
+
+async def test_notifications_older_than_the_view_cost_no_read():
+    """Over a slow link the websocket queues notifications behind a full read; outside a round each fresh one
+    needs a full read (~60 KB), and a stale one (its nonce not newer than what was yielded) must cost none, or
+    the backlog grows and the view falls seconds behind the chain."""
+    core = CoordinatorCore()
+    host = HostRun(core)
+    data = bytearray(run_bytes(core, host))
+    at = 8 + core.idl.offset_of("Run", "nonce")
+    data[at : at + 8] = (5).to_bytes(8, "little")  # the program bumps the nonce, the core does not
+    rpc = StubRpc(host.address, [bytes(data)])
+    chain = RunClient(rpc, host.address, idl=core.idl)  # type: ignore[arg-type]
+    follower = _Follower(chain, host.address, hot=True)
+    state = await follower.poll()
+    assert follower.fresh(state) and rpc.reads == 1
+
+    def note(nonce: int) -> SimpleNamespace:
+        data[at : at + 8] = nonce.to_bytes(8, "little")
+        value = SimpleNamespace(data=bytes(data[: follower.length]), lamports=1)
+        return SimpleNamespace(result=SimpleNamespace(value=value))
+
+    for nonce in (state.nonce, state.nonce - 1):  # stale: what was yielded, and older
+        assert await follower.from_notification(note(nonce)) is None
+    assert rpc.reads == 1
+    newer = await follower.from_notification(note(state.nonce + 1))  # not a round: the rest is read
+    assert rpc.reads == 2 and newer is not None

@@ -718,6 +718,10 @@ class _Follower:
         state = Run.decode(
             self.address, prefix + full.data[self.length :], idl, fresh_records=False
         )
+        if state.nonce <= self.last:
+            # a notification older than what was yielded (queued behind a slow read): dropped unread, or
+            # over a slow link a backlog of them costs a full read each and the view falls further behind
+            return None
         rounds = (RunState.RoundTrain, RunState.RoundWitness)
         if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
                 or state.progress.epoch != full.progress.epoch):  # fmt: skip
