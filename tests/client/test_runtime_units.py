@@ -173,6 +173,17 @@ async def test_the_worker_takes_own_jobs_before_background_ones_and_never_interr
     gate.open()
     await results([running, *tasks])
     assert log == ["b0", "o1", "o2", "b1", "b2"] and worker.forced == 0
+
+    # background jobs asked `ahead` (disputes' replays) go before the others, in their own order
+    log.clear()
+    gate = Gate(log)
+    running = asyncio.ensure_future(worker.run_background(gate, "b0"))
+    await gate.hold()
+    tasks = await queued(worker.run_background(note, "b1"), worker.run_background(note, "d1", ahead=True),
+                         worker.run(note, "o1"), worker.run_background(note, "d2", ahead=True))  # fmt: skip
+    gate.open()
+    await results([running, *tasks])
+    assert log == ["b0", "o1", "d1", "d2", "b1"]
     worker.close()
 
 
@@ -417,7 +428,13 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     held = {bytes([i]) * 32: bytes([i]) * 100 for i in range(5)}
     fetcher = _Parts(held)
     effects = Effects(SimpleNamespace(node=SimpleNamespace(fetch_blob=fetcher.fetch)))
-    parts = PartsOnDisk(tmp_path / "a.parts")
+    parts = PartsOnDisk.unique(tmp_path, "check-3-1")
+    other = PartsOnDisk.unique(
+        tmp_path, "check-3-1"
+    )  # the same step's dispute, at once: a file of its own
+    other.add(next(iter(held)), b"x")
+    assert other.path != parts.path
+    other.close()
     sizes = {h: len(d) for h, d in held.items()}  # from the manifests
     big = next(iter(held))
     sizes[big] = 256 << 10  # (the stub does not hold it to that size)

@@ -7,7 +7,8 @@ rounds later replays the step again, so the epochs are long enough for both with
 Two runs take the two ways to conviction — a negated payload (the replay disagrees with it) and a copied
 one (it commits a state its sender does not hold; that run has pipeline depth 3, so honest replays
 are checked against weights three steps back); a third has three adversaries at once (a random
-payload, no compute at all, training on its own text) among four honest clients. The member that cheats
+payload, no compute at all, training on its own text) among four honest clients, with a quarter of the
+results verified. The member that cheats
 only some of the time is caught by chance, so it runs in benchmarks/integrity/adversaries.py, which runs
 every mode, repeatedly, and compares the loss with an all-honest run's."""
 
@@ -48,9 +49,12 @@ async def test_a_dishonest_trainer_is_convicted_by_its_verifiers(
 
 
 async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):
+    # a quarter of the results checked, not half: seven members on a CI machine's cores replaying 1.75 steps
+    # for each one trained reported a cheat ~8 steps late, and its dispute found the step's results and
+    # weights gone (members keep them 10 and 11 steps); each cheat is still checked ~20 times an epoch
     modes = {4: "random", 5: "lazy", 6: "poison"}
     config = write_config(tmp_path / "run.toml", epoch_time=60, max_round_train_time=8, warmup_time=15,
-                          init_min_clients=7, min_clients=4, witness_nodes=3, verification_percent=50)  # fmt: skip
+                          init_min_clients=7, min_clients=4, witness_nodes=3, verification_percent=25)  # fmt: skip
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(
             7, options=lambda i: adversary(modes[i]) if i in modes else {}

@@ -567,9 +567,12 @@ class Effects:
             )  # our gap, not evidence against it
         holder = [self.addresses[action.trainer]]
         seed = sample_seed(action.seed, action.trainer, action.step)
+        # an ordinary check's fetches take the fetcher's background slots (behind rounds' results); a
+        # dispute's do not queue behind them: it decides, and the trainer holds its states a few steps only
+        bulk = not action.dispute
         try:
             async with asyncio.timeout(MANIFEST_DEADLINE):
-                manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit, background=True)
+                manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit, background=bulk)
                              for h in (before, after)]  # fmt: skip
         except (BlobFetchError, OSError, TimeoutError) as e:
             return done(
@@ -586,10 +589,10 @@ class Effects:
             c.shelf.root / "replica" / "checks"
         )  # beside what the replica keeps for checks; cleared with it
         folder.mkdir(parents=True, exist_ok=True)
-        parts = PartsOnDisk(folder / f"check-{action.step}-{action.trainer}.parts")
+        parts = PartsOnDisk.unique(folder, f"check-{action.step}-{action.trainer}")
         try:
             try:
-                await self._fetch_parts(wanted, sizes, holder, parts)
+                await self._fetch_parts(wanted, sizes, holder, parts, background=bulk)
             except (BlobFetchError, OSError, TimeoutError) as e:
                 return done(
                     False,
@@ -598,10 +601,11 @@ class Effects:
                 )
             c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
                           bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
-            # in the background: our own train and apply never wait behind more than one replay (worker.py)
+            # in the background: our own train and apply never wait behind more than one replay (worker.py);
+            # a dispute's replay goes before ordinary checks' (it decides, and its weights are kept a few steps)
             replay = Timed(trainer.verify_step)
             verdict = await c.worker.run_background(replay, action.step, published, previous, seed, manifests[0],
-                                                    parts, manifests[1], parts)  # fmt: skip
+                                                    parts, manifests[1], parts, ahead=action.dispute)  # fmt: skip
         finally:
             parts.close()
         if verdict is None:
@@ -633,6 +637,8 @@ class Effects:
         sizes: dict[bytes, int],
         holder: list[PeerAddress],
         parts: PartsOnDisk,
+        *,
+        background: bool = True,
     ) -> None:
         """Fetch the parts a check reads into `parts`, `CHECK_IN_FLIGHT` bytes' worth at a time (at least
         `CHECK_PARALLEL` parts), each tried `PART_TRIES` times, within a deadline that follows the bytes asked
@@ -652,7 +658,7 @@ class Effects:
                     try:
                         size = sizes.get(h)  # a size past the cap is the fetch's to refuse
                         striped = size is not None and CHECK_STRIPE_MIN <= size <= PART_SIZE
-                        data = await node.fetch_blob(h, holder, max_size=PART_SIZE, background=True,
+                        data = await node.fetch_blob(h, holder, max_size=PART_SIZE, background=background,
                                                      expected_size=size if striped else None)  # fmt: skip
                         parts.add(h, data)
                         break

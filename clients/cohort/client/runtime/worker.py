@@ -9,8 +9,8 @@ half a step in the model.
 
 Two classes of jobs. The member's own (`run`, `run_abortable`: train, apply, load, digests, checkpoints,
 evaluation) run in the order they were asked for. Background jobs (`run_background`: the replays of checks
-of other members' steps) run, in their own order, only when no own job waits, so checks stay off the
-member's critical path. The bound: once an own job is the oldest one waiting, at most one background job
+of other members' steps) run, in their own order (disputes' replays, asked `ahead`, before ordinary checks'),
+only when no own job waits, so checks stay off the member's critical path. The bound: once an own job is the oldest one waiting, at most one background job
 starts before it: the one already running (a running job is never interrupted), or, right after the own
 job before it, one the starvation guard lets through (below). That is one replay's compute at most (one
 training step's forward and backward on the trainer's batch, plus the state it stashes and reads back),
@@ -53,6 +53,9 @@ class _Job:
     args: tuple
     future: Future = field(default_factory=Future)
     passed_mark: int = 0  # own jobs the worker had started when this (background) job was asked
+    ahead: bool = (
+        False  # a background job that goes before the other background jobs (a dispute's replay)
+    )
 
 
 class ModelWorker:
@@ -84,11 +87,13 @@ class ModelWorker:
         finally:
             self._tokens.discard(token)
 
-    async def run_background(self, job: Callable[..., T], *args: object) -> T:
+    async def run_background(self, job: Callable[..., T], *args: object, ahead: bool = False) -> T:
         """Run the background job `job(*args)` after every background job asked before it, when no own job
-        waits (or when the starvation guard says its time has come). Cancelling the caller drops the job
+        waits (or when the starvation guard says its time has come); with `ahead`, after the background jobs
+        asked with `ahead` only (a dispute's replay decides a conviction and has a few steps to run before
+        its weights are gone: it does not queue behind ordinary checks). Cancelling the caller drops the job
         if it has not started yet (its inputs may be gone with the caller); a started one runs to its end."""
-        future = self._submit(job, args, background=True)
+        future = self._submit(job, args, background=True, ahead=ahead)
         try:
             return await self._await(future)
         except asyncio.CancelledError:
@@ -99,12 +104,20 @@ class ModelWorker:
     async def _await(future: Future) -> Any:
         return await asyncio.shield(asyncio.wrap_future(future))
 
-    def _submit(self, call: Callable[..., Any], args: tuple, *, background: bool) -> Future:
+    def _submit(
+        self, call: Callable[..., Any], args: tuple, *, background: bool, ahead: bool = False
+    ) -> Future:
         with self._lock:
             if self.closed:
                 raise RuntimeError("the model worker is closed")
-            job = _Job(call, args, passed_mark=self._own_started)
-            (self._background if background else self._own).append(job)
+            job = _Job(call, args, passed_mark=self._own_started, ahead=ahead)
+            if not background:
+                self._own.append(job)
+            elif ahead:  # behind the jobs asked ahead before it, before all others
+                queue = self._background
+                queue.insert(next((i for i, j in enumerate(queue) if not j.ahead), len(queue)), job)
+            else:
+                self._background.append(job)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="model", daemon=True)
                 self._thread.start()

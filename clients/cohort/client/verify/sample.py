@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,10 @@ class CommittedParts:
                 raise MissingPart(f"part {k} of {name} was not fetched")
             base = k * step
             out += part[max(offset, base) - base : min(offset + size, base + step) - base]
+        if len(out) != size:  # a part shorter than its place in the file
+            raise StateError(
+                f"the parts of {name} hold {len(out)} of bytes [{offset}, {offset + size})"
+            )
         return bytes(out)
 
 
@@ -104,6 +109,14 @@ class PartsOnDisk(Mapping[bytes, bytes]):
         self._file = open(path, "w+b")  # lives as long as the check
         self._at: dict[bytes, tuple[int, int]] = {}
         self._end = 0
+
+    @classmethod
+    def unique(cls, folder: Path, prefix: str) -> PartsOnDisk:
+        """In a new file of its own in `folder`: two checks of one step and trainer at once (a check still
+        running when the dispute the others' reports opened starts it again) never share one."""
+        fd, name = tempfile.mkstemp(prefix=f"{prefix}-", suffix=".parts", dir=folder)
+        os.close(fd)
+        return cls(Path(name))
 
     def add(self, blob: bytes, data: bytes) -> None:
         if blob not in self._at:
