@@ -171,3 +171,23 @@ async def test_notifications_older_than_the_view_cost_no_read():
     assert rpc.reads == 1
     newer = await follower.from_notification(note(state.nonce + 1))  # not a round: the rest is read
     assert rpc.reads == 2 and newer is not None
+
+
+async def test_a_read_that_stalls_is_asked_again(monkeypatch):
+    """One connection's loss recovery can hold a read for the RPC client's whole timeout (15 s); the follower
+    asks again after READ_DEADLINE instead of leaving the member's view that far behind."""
+    monkeypatch.setattr("cohort.sdk.client.READ_DEADLINE", 0.05)
+    core = CoordinatorCore()
+    host = HostRun(core)
+
+    class Stalling(StubRpc):
+        async def account_owner_and_data(self, address):
+            if self.reads == 0:
+                self.reads += 1
+                await asyncio.sleep(3600)
+            return await super().account_owner_and_data(address)
+
+    rpc = Stalling(host.address, [run_bytes(core, host)])
+    chain = RunClient(rpc, host.address, idl=core.idl)  # type: ignore[arg-type]
+    state = await asyncio.wait_for(_Follower(chain, host.address, hot=False).poll(), 5)
+    assert state.run_id == "host-run" and rpc.reads == 2

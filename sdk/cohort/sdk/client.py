@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,11 @@ from .wallet import sol
 log = logging.getLogger("cohort.sdk.client")
 
 CLOSED_READS = 3  # answers in a row without the Run account before watch says the run is closed
+# a follower's read of the account that has not answered in READ_DEADLINE seconds is asked again (up to
+# READ_TRIES times): over a lossy long path one connection's loss recovery held a 60 KB read, and with it
+# a member's view of the run, for 15 s, and the seats dropped the member as late
+READ_DEADLINE = 5.0
+READ_TRIES = 3
 
 FEE_ALLOWANCE = 100_000  # lamports set aside for a few transaction fees (5,000 each)
 
@@ -675,15 +680,27 @@ class _Follower:
 
     async def poll(self) -> Any:
         if self.hot and self.full is not None:
-            found = await self.chain.rpc.account_slice(self.address, 0, self.length)
+            found = await self._ask(
+                lambda: self.chain.rpc.account_slice(self.address, 0, self.length)
+            )
             return await self._from_hot(found[1] if found is not None else None, 1 if found else 0)
         return await self._read_full()
+
+    @staticmethod
+    async def _ask(read: Callable[[], Awaitable[Any]]) -> Any:
+        """`read()`, asked anew (a new request, so a new connection) when one stalls past READ_DEADLINE."""
+        for _ in range(READ_TRIES - 1):
+            try:
+                return await asyncio.wait_for(read(), READ_DEADLINE)
+            except TimeoutError:
+                continue
+        return await asyncio.wait_for(read(), READ_DEADLINE)
 
     async def _read_full(self) -> Any:
         """The whole account. "Closed" takes CLOSED_READS answers in a row without it, a second apart: one
         empty answer from a lagging or fallback RPC node is not the end of a run."""
         for attempt in range(CLOSED_READS):
-            found = await self.chain.rpc.account_owner_and_data(self.address)
+            found = await self._ask(lambda: self.chain.rpc.account_owner_and_data(self.address))
             if found is not None and found[1][:8] == self.chain.idl.accounts["Run"]:
                 self.full = Run.decode(self.address, found[1], self.chain.idl)
                 return self.full
