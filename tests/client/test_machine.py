@@ -476,6 +476,36 @@ def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the
     assert not emitted(d.feed(TimerFired(), dt=1.5), "late_result")
 
 
+def test_a_result_waiting_behind_its_trainers_previous_fetch_gets_its_serve_time_from_when_it_is_asked(
+    core,
+):
+    """We fetch one result per trainer at a time: at an epoch's start a trainer's first two results come
+    together, and the second's fetch starts only when the first's ends (over a 240 ms path, ~1.5 s each). Its
+    serve time runs from then, not from its announcement (an honest member was dropped as late so); the seat's
+    cap of ANNOUNCED_GRACES graces after the majority still bounds the wait."""
+    d = seated_driver(core, round_step=3)
+    config = d.host.run().config
+    assignment = d.view().rounds[2].assignment
+    queued = next(i for i in assignment if i != d.me)
+    d.machine.fetching[b"p" * 32] = queued  # our fetch of its previous result still runs
+    d.feed(PeerResult(queued, d.result(2, queued)))
+    for index in assignment:
+        if index != queued:
+            if index != d.me:
+                d.feed(PeerResult(index, d.result(2, index)))
+            d.feed(ResultHeld(2, index, commitment(2, index)))
+    serve = d.machine.timing.serve_time(100)
+    grace = Timing.witness_grace(config.max_round_train_time)
+    assert not of(d.feed(TimerFired(), dt=serve + 0.5), SubmitWitness)  # not asked yet: not late
+    del d.machine.fetching[b"p" * 32]  # the previous one came: this one is asked now
+    assert of(d.feed(TimerFired(), dt=0.01), Fetch)
+    assert not of(d.feed(TimerFired(), dt=serve - 0.1), SubmitWitness)
+    out = d.feed(TimerFired(), dt=0.2)
+    (submitted,) = of(out, SubmitWitness)
+    assert queued not in submitted.results.indices and emitted(out, "late_result")
+    assert serve + 0.5 + serve < grace * Timing.ANNOUNCED_GRACES  # (the cap did not decide it)
+
+
 def test_an_announced_result_gets_the_time_its_size_takes_but_no_more_than_the_largest_held(core):
     """A large honest result is not a withheld one: it is waited for the time its bytes take at the rate every
     member serves at. A size announced larger than any result of the step we hold buys no more time."""

@@ -16,6 +16,9 @@ class StepBook:
     announced_at: dict[int, float] = field(
         default_factory=dict
     )  # trainer -> when its Result reached us
+    # trainer -> when we first asked for its announced result: its serve time runs from then, since we fetch
+    # one result per trainer at a time (one announced while its previous one still came waits for that)
+    asked_at: dict[int, float] = field(default_factory=dict)
     held: dict[int, bytes] = field(
         default_factory=dict
     )  # trainer -> commitment, payload checked and kept

@@ -35,9 +35,11 @@ class Timing:
     # and serves late is left out after that and reported late (the health rule then drops it): it costs
     # a round about its serve time, not the round's training time.
     ANNOUNCED_GRACES = 3
-    # (measured at 120 ms one way and 1% loss: a 176 KB result took 1.7 s median, 1.8 s at worst; here 4.1 s)
+    # (measured at 120 ms one way and 1% loss: a 176 KB result took 1.7 s median, 1.8 s at worst; here 4.1 s.
+    # Between two members each behind such a link, 240 ms one way and ~2% loss, a 31 KB result took 0.9-1.6 s
+    # and, on a connection in loss recovery, 2.3-3.2 s: at 2 s an honest member was dropped as late)
     serve_grace: float = (
-        2.0  # an announced result's fetch: connecting, asking, a busy first holder, loss
+        3.0  # an announced result's fetch: connecting, asking, a busy first holder, loss
     )
     serve_rate: float = (
         256 << 10

@@ -237,9 +237,11 @@ class Training(MachineState):
         """One fetch per commitment at a time, and per trainer: a member cannot take many fetch slots."""
         if commitment in self.fetching or sender in self.fetching.values():
             return False
-        if now < self._book(step).retry_at.get(commitment, 0.0):
+        book = self._book(step)
+        if now < book.retry_at.get(commitment, 0.0):
             return False
         self.fetching[commitment] = sender
+        book.asked_at.setdefault(sender, now)
         return True
 
     def _train(self) -> list[Action]:

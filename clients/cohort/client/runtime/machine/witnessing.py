@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from cohort.sdk.models import RunState
@@ -95,7 +96,7 @@ class Witnessing(MachineState):
         out: list[Action] = [SubmitWitness(current.step, self.index, seat, results, digest)]
         missing = expected - set(held)
         late = sorted(i for i in missing if i in book.announced and i not in book.late and
-                      now >= book.announced_at[i] + self._serve_time(book, i))  # fmt: skip
+                      now >= self._serve_start(book, i) + self._serve_time(book, i))  # fmt: skip
         for i in late:  # announced, not served in time: what a trainer that serves late is known by
             book.late.add(i)
             out.append(Emit("late_result", {"step": step, "trainer": i,
@@ -121,10 +122,17 @@ class Witnessing(MachineState):
         sizes = [r.size for i, r in book.announced.items() if i in book.held]
         return self.timing.serve_time(min(size, max(sizes)) if sizes else size)
 
+    @staticmethod
+    def _serve_start(book: StepBook, trainer: int) -> float:
+        """When an announced result's serve time starts: when we first asked for it (never before its
+        announcement); not yet (inf) while our fetch of the trainer's previous result still runs, which the
+        seat's cap of ANNOUNCED_GRACES graces bounds."""
+        return book.asked_at.get(trainer, math.inf)
+
     def _give_up_at(self, book: StepBook, missing: set[int], max_round_train_time: int) -> float:
         """When a seat holding a majority stops waiting for the `missing` results: a silent trainer may still
-        be training, so it gets a grace; an announced result is ready, so it gets its serve time from its
-        announcement (at least until the majority is in, at most ANNOUNCED_GRACES graces after it)."""
+        be training, so it gets a grace; an announced result is ready, so it gets its serve time from when we
+        asked for it (at least until the majority is in, at most ANNOUNCED_GRACES graces after it)."""
         assert book.majority_at is not None
         grace = Timing.witness_grace(max_round_train_time)
         at = book.majority_at
@@ -132,7 +140,7 @@ class Witnessing(MachineState):
             if i not in book.announced:
                 at = max(at, book.majority_at + grace)
                 continue
-            served = book.announced_at[i] + self._serve_time(book, i)
+            served = self._serve_start(book, i) + self._serve_time(book, i)
             at = max(at, min(book.majority_at + grace * Timing.ANNOUNCED_GRACES, served))
         return at
 
