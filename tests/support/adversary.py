@@ -19,6 +19,8 @@ Behaviour modes:
                 the statement it signs); it announces nothing if it holds none in time
     squat       trains honestly, and opens 1-byte requests at offset 0 for every other trainer's result as
                 soon as it is announced, one on each lane, and never reads them (held SQUAT_HOLD seconds)
+    slander     trains honestly, and as a verifier reports every check it is drawn for (a dispute's too) as
+                a replay mismatch, without fetching or replaying anything: two of them are a coalition
 
 Nothing here ships with cohort: it patches the installed client in this process only, then runs the CLI."""
 
@@ -33,6 +35,8 @@ MODES = ("flip", "random", "lazy", "copy", "poison", "partial", "censor", "equiv
 # against the round itself (tests/integrity/test_round_adversaries.py), not the verifier: not among the
 # modes benchmarks/integrity/adversaries.py runs by default
 ROUND_MODES = ("twin", "clone", "squat")
+# a verifier's lie: takes two of them to open a dispute (tests/integrity/test_behaviour_adversaries.py)
+COALITION_MODES = ("slander",)
 POISON_SEED = 1234  # the adversary's "own text": a fixed token string it implants
 CLONE_WAIT = 10.0  # seconds a clone waits for another trainer's result of its step
 # seconds a squatter holds its unread requests (the trainer's patience once was 10 s)
@@ -98,8 +102,8 @@ def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
 
 def install(mode: str) -> None:
     """Swap one behaviour of this process's client."""
-    if mode not in MODES + ROUND_MODES:
-        known = ", ".join(MODES + ROUND_MODES)
+    if mode not in MODES + ROUND_MODES + COALITION_MODES:
+        known = ", ".join(MODES + ROUND_MODES + COALITION_MODES)
         raise SystemExit(f"COHORT_ADVERSARY must be one of {known}, got {mode!r}")
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
@@ -194,6 +198,16 @@ def install(mode: str) -> None:
             )
 
         Exchange.publish = publish
+
+    if mode == "slander":
+        from cohort.client.runtime.effects import Effects
+        from cohort.client.runtime.machine import Checked
+
+        async def check(self, action):
+            self.c.post(Checked(action.epoch, action.step, action.trainer, False, "slandered",
+                                "PayloadMismatch", action.dispute))  # fmt: skip
+
+        Effects._check = check
 
     if mode == "twin":
         _install_twin()

@@ -9,13 +9,14 @@ half a step in the model.
 
 Two classes of jobs. The member's own (`run`, `run_abortable`: train, apply, load, digests, checkpoints,
 evaluation) run in the order they were asked for. Background jobs (`run_background`: the replays of checks
-of other members' steps) run, in their own order (disputes' replays, asked `ahead`, before ordinary checks'),
-only when no own job waits, so checks stay off the member's critical path. The bound: once an own job is the oldest one waiting, at most one background job
-starts before it: the one already running (a running job is never interrupted), or, right after the own
-job before it, one the starvation guard lets through (below). That is one replay's compute at most (one
-training step's forward and backward on the trainer's batch, plus the state it stashes and reads back),
-which the `check_metrics` event reports as `replay_seconds`; what an own job actually waited for the
-worker is in the `trained` and `apply_time` events (`waited`).
+of other members' steps) run, in their own order (disputes' replays, asked `ahead`, before ordinary
+checks'), only when no own job waits, so checks stay off the member's critical path. The bound: once an
+own job is the oldest one waiting, at most one background job starts before it: the one already running
+(a running job is never interrupted), or, right after the own job before it, one the starvation guard lets
+through (below). That is one replay's compute at most (one training step's forward and backward on the
+trainer's batch, plus the state it stashes and reads back), which the `check_metrics` event reports as
+`replay_seconds`; what an own job actually waited for the worker is in the `trained` and `apply_time`
+events (`waited`).
 
 Starvation guard: a background job that `patience` own jobs have passed (started after it was asked for)
 runs next, right after an own job, even while others wait; at most one such job runs between two own jobs,
@@ -53,9 +54,8 @@ class _Job:
     args: tuple
     future: Future = field(default_factory=Future)
     passed_mark: int = 0  # own jobs the worker had started when this (background) job was asked
-    ahead: bool = (
-        False  # a background job that goes before the other background jobs (a dispute's replay)
-    )
+    # a background job that goes before the other background jobs (a dispute's replay)
+    ahead: bool = False
 
 
 class ModelWorker:
