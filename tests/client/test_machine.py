@@ -444,6 +444,15 @@ def test_a_withheld_result_costs_a_bounded_grace_then_the_seat_witnesses_without
     assert withheld in again.results.indices
 
 
+def hold_all_but(d, step: int, absent: int) -> None:
+    """Every result of `step` announced and held but `absent`'s (ours held as we trained it)."""
+    for index in d.view().rounds[step].assignment:
+        if index != absent:
+            if index != d.me:
+                d.feed(PeerResult(index, d.result(step, index)))
+            d.feed(ResultHeld(step, index, commitment(step, index)))
+
+
 def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the_training_time(
     core,
 ):
@@ -455,11 +464,7 @@ def test_a_result_announced_at_once_and_served_late_costs_its_serve_time_not_the
     assignment = d.view().rounds[2].assignment
     late = next(i for i in assignment if i != d.me)
     d.feed(PeerResult(late, d.result(2, late)))  # size 100: served in about a second
-    for index in assignment:
-        if index != late:
-            if index != d.me:
-                d.feed(PeerResult(index, d.result(2, index)))
-            d.feed(ResultHeld(2, index, commitment(2, index)))
+    hold_all_but(d, 2, late)
     serve = d.machine.timing.serve_time(100)
     grace = Timing.witness_grace(config.max_round_train_time)
     assert serve < grace < config.max_round_train_time
@@ -489,11 +494,7 @@ def test_a_result_waiting_behind_its_trainers_previous_fetch_gets_its_serve_time
     queued = next(i for i in assignment if i != d.me)
     d.machine.fetching[b"p" * 32] = queued  # our fetch of its previous result still runs
     d.feed(PeerResult(queued, d.result(2, queued)))
-    for index in assignment:
-        if index != queued:
-            if index != d.me:
-                d.feed(PeerResult(index, d.result(2, index)))
-            d.feed(ResultHeld(2, index, commitment(2, index)))
+    hold_all_but(d, 2, queued)
     serve = d.machine.timing.serve_time(100)
     grace = Timing.witness_grace(config.max_round_train_time)
     assert not of(d.feed(TimerFired(), dt=serve + 0.5), SubmitWitness)  # not asked yet: not late
