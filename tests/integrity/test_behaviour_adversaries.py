@@ -4,7 +4,8 @@ results for every step) and a censoring witness (leaves an honest trainer out of
 among four honest clients with the default three seats. The equivocator is proven on chain and convicted;
 the censor's lists lose to the honest majority's, so nobody honest is dropped or leaves; the honest
 replicas stay bit-identical and the run keeps going. A second run of six holds a coalition of two verifiers
-that slander every trainer they check: they open disputes, convict nobody and are convicted themselves."""
+that slander every trainer they check (they open disputes, convict nobody and are convicted themselves) and
+a member that overclaims its speed (it earns what the others earn)."""
 
 from __future__ import annotations
 
@@ -48,28 +49,38 @@ async def test_an_equivocator_is_convicted_and_a_censor_drops_nobody(tmp_path: P
         assert applied and all(e["results"] >= 5 for e in applied), applied
 
 
-async def test_a_coalition_of_two_slanderers_convicts_nobody_and_is_convicted(tmp_path: Path):
+async def test_a_coalition_of_two_slanderers_convicts_nobody_and_an_overclaimer_gains_nothing(
+    tmp_path: Path,
+):
     """Two of six members report every check they are drawn for as a replay mismatch, without replaying
     (tests/support/adversary.py `slander`). Both drawn for one honest trainer's check (3 of its 5 possible
     verifiers: 3 in 10 checks) are a majority of it, which opens a dispute, not a conviction; the dispute's
     committee (the five others) replays the step, the three honest members' passes are its majority, and the
     check's reporters that claimed a mismatch are convicted (FalseReport). No honest member is convicted,
-    reported or leaves; the slanderers earn nothing."""
+    reported or leaves; the slanderers earn nothing. In the same run a member that trains honestly declares
+    10^9 tokens/s when it joins (`overclaim`): its share is the median's, so it earns no more than the others
+    and its batch stretches no round."""
     config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=8, warmup_time=15,
                           init_min_clients=6, min_clients=4, witness_nodes=3,
                           verification_percent=25)  # fmt: skip
+    modes = {3: "overclaim", 4: "slander", 5: "slander"}
     async with LocalRun(config=config, root=tmp_path / "run") as lr:
         trainers = await lr.start_members(
-            6, options=lambda i: adversary("slander") if i >= 4 else {}
+            6, options=lambda i: adversary(modes[i]) if i in modes else {}
         )
-        honest, coalition = trainers[:4], trainers[4:]
+        honest, coalition = trainers[:4], trainers[4:]  # the overclaimer trains and checks honestly
         first = await lr.wait_for(lambda r: r.state == RunState.RoundTrain, 120, "the first round")
+        shares = {c.share for t in honest if (c := first.client(t.wallet.pubkey())) is not None}
+        assert len(shares) == 1, shares  # the overclaimer's is the median's
         for member in coalition:
             convicted = await conviction(lr, member, 90, "a slanderer's conviction")
             assert convicted.progress.epoch == first.progress.epoch  # within its first epoch
         end = await honest_epoch(lr, honest, coalition, first.progress.epoch, 120)
-        assert not [c for t in honest if (c := end.client(t.wallet.pubkey())) is not None
-                    and c.state == "Convicted"]  # fmt: skip
+        states = [c.state for c in (end.client(t.wallet.pubkey()) for t in honest) if c is not None]
+        assert "Convicted" not in states, states
         assert not [e for t in honest for e in t.events("check_failed")]
         refuted = [e for t in honest for e in t.events("checked") if e.get("dispute")]
         assert refuted, "no honest member replayed a dispute the coalition opened"
+        earned = {e.signer: e.earned for e in end.registry}
+        overclaimer = earned[honest[3].wallet.pubkey()]
+        assert overclaimer <= max(earned[t.wallet.pubkey()] for t in honest[:3]), earned

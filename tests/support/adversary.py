@@ -21,6 +21,8 @@ Behaviour modes:
                 soon as it is announced, one on each lane, and never reads them (held SQUAT_HOLD seconds)
     slander     trains honestly, and as a verifier reports every check it is drawn for (a dispute's too) as
                 a replay mismatch, without fetching or replaying anything: two of them are a coalition
+    overclaim   trains honestly, and declares OVERCLAIM tokens/s whenever it joins (16x the median's points
+                once, when shares followed the declaration)
 
 Nothing here ships with cohort: it patches the installed client in this process only, then runs the CLI."""
 
@@ -35,8 +37,10 @@ MODES = ("flip", "random", "lazy", "copy", "poison", "partial", "censor", "equiv
 # against the round itself (tests/integrity/test_round_adversaries.py), not the verifier: not among the
 # modes benchmarks/integrity/adversaries.py runs by default
 ROUND_MODES = ("twin", "clone", "squat")
-# a verifier's lie: takes two of them to open a dispute (tests/integrity/test_behaviour_adversaries.py)
-COALITION_MODES = ("slander",)
+# a verifier's lie (takes two of them to open a dispute) and a member's about its speed, in one run
+# (tests/integrity/test_behaviour_adversaries.py)
+COALITION_MODES = ("slander", "overclaim")
+OVERCLAIM = 10**9  # tokens/s nobody trains at
 POISON_SEED = 1234  # the adversary's "own text": a fixed token string it implants
 CLONE_WAIT = 10.0  # seconds a clone waits for another trainer's result of its step
 # seconds a squatter holds its unread requests (the trainer's patience once was 10 s)
@@ -198,6 +202,11 @@ def install(mode: str) -> None:
             )
 
         Exchange.publish = publish
+
+    if mode == "overclaim":
+        from cohort.client.runtime.machine.joining import Joining
+
+        Joining.throughput = lambda self: OVERCLAIM
 
     if mode == "slander":
         from cohort.client.runtime.effects import Effects
