@@ -42,6 +42,7 @@ from .transport import (
     MAX_LANES,
     READ_CHUNK,
     PeerAddress,
+    RemoteError,
     Reply,
     Status,
     Transport,
@@ -114,6 +115,7 @@ class FetchPolicy:
 class Attempt:
     provider: NodeId
     error: str
+    status: Status | None = None  # the provider's answer when it answered with an error status
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,7 @@ class BlobFetchError(Exception):
     @property
     def not_held(self) -> bool:
         """Every provider asked answered that it does not hold the blob (none failed in another way)."""
-        return bool(self.attempts) and all(
-            a.error.startswith(f"RemoteError: {Status.NOT_FOUND.name}:") for a in self.attempts
-        )
+        return bool(self.attempts) and all(a.status == Status.NOT_FOUND for a in self.attempts)
 
 
 class _BadProvider(Exception):
@@ -332,7 +332,8 @@ class BlobFetcher:
                         data = task.result()
                     except (TransportError, _BadProvider) as e:
                         log.info("blob %s from %r failed: %s", blob.hex()[:16], peer.node_id, e)
-                        attempts.append(Attempt(peer.node_id, f"{type(e).__name__}: {e}"))
+                        status = e.status if isinstance(e, RemoteError) else None
+                        attempts.append(Attempt(peer.node_id, f"{type(e).__name__}: {e}", status))
                         continue
                     self.bytes_fetched += len(data)
                     return Fetched(data, peer.node_id, tuple(attempts))
