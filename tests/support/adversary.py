@@ -23,6 +23,10 @@ Behaviour modes:
                 a replay mismatch, without fetching or replaying anything: two of them are a coalition
     overclaim   trains honestly, and declares OVERCLAIM tokens/s whenever it joins (16x the median's points
                 once, when shares followed the declaration)
+Escape modes:
+    flee        sends negated payloads (as flip), and as soon as the chain's check seed draws a check of one of
+                its results it leaves the run (exit_run, as Ctrl-C does) and stops serving: a cheater that takes
+                what it earned and runs before the check can fetch its states
 
 Nothing here ships with cohort: it patches the installed client in this process only, then runs the CLI."""
 
@@ -40,6 +44,8 @@ ROUND_MODES = ("twin", "clone", "squat")
 # a verifier's lie (takes two of them to open a dispute) and a member's about its speed, in one run
 # (tests/integrity/test_behaviour_adversaries.py)
 COALITION_MODES = ("slander", "overclaim")
+# a cheat that runs from its check (tests/integrity/test_payload_adversaries.py)
+ESCAPE_MODES = ("flee",)
 OVERCLAIM = 10**9  # tokens/s nobody trains at
 POISON_SEED = 1234  # the adversary's "own text": a fixed token string it implants
 CLONE_WAIT = 10.0  # seconds a clone waits for another trainer's result of its step
@@ -106,8 +112,8 @@ def _rehead(codec, payload: bytes, step: int, batch) -> bytes:
 
 def install(mode: str) -> None:
     """Swap one behaviour of this process's client."""
-    if mode not in MODES + ROUND_MODES + COALITION_MODES:
-        known = ", ".join(MODES + ROUND_MODES + COALITION_MODES)
+    if mode not in MODES + ROUND_MODES + COALITION_MODES + ESCAPE_MODES:
+        known = ", ".join(MODES + ROUND_MODES + COALITION_MODES + ESCAPE_MODES)
         raise SystemExit(f"COHORT_ADVERSARY must be one of {known}, got {mode!r}")
     from cohort.client.data import BatchId
     from cohort.client.runtime import trainer as trainer_module
@@ -133,7 +139,7 @@ def install(mode: str) -> None:
             from cohort.client.distro.wire import commitment as commitment_of
 
             TWINS[commitment_of(out.payload)] = _varied(self.codec, out.payload)
-        if mode == "flip" or (mode == "partial" and step % 4 == 0):
+        if mode in ("flip", "flee") or (mode == "partial" and step % 4 == 0):
             return StepOutput(_negated(self.codec, out.payload), out.loss, out.tokens, out.seconds)
         return out
 
@@ -218,12 +224,45 @@ def install(mode: str) -> None:
 
         Effects._check = check
 
+    if mode == "flee":
+        _install_flee()
     if mode == "twin":
         _install_twin()
     if mode == "clone":
         _install_clone()
     if mode == "squat":
         _install_squat()
+
+
+def _install_flee() -> None:
+    """Watch the chain's check plan for our own results (it is public: every member computes it); at the first
+    check drawn on one, stop as Ctrl-C would: what is in flight finishes, then exit_run, then the process
+    ends and its committed states go with it."""
+    import signal
+
+    from cohort.client.runtime.machine import ClientMachine
+
+    honest_checks = ClientMachine._checks
+
+    def checks(self):
+        out = honest_checks(self)
+        view = self.view
+        if FLED or view is None or self.epoch is None:
+            return out
+        for step, entries in self.applied_lists.items():
+            seed = view.run.check_seed(step)
+            mine = any(trainer == self.index for trainer, _ in entries)
+            if seed is not None and mine and self.index in self._committed_before(step):
+                if self.core.check_plan(view.run.data[8:], step, seed, self.index):
+                    FLED.append(step)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    break
+        return out
+
+    ClientMachine._checks = checks
+
+
+FLED: list[int] = []  # the step whose drawn check made the flee adversary leave
 
 
 # our honest result's commitment -> its twin (written by the model thread)
