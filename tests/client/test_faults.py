@@ -24,7 +24,7 @@ def digests(trainers, epoch: int) -> set[str]:
 
 async def test_killed_client_is_dropped_and_rejoins_from_a_checkpoint(tmp_path: Path):
     # four clients, three seats a round with a majority of two: one dead witness cannot stall a round
-    config = write_config(tmp_path / "run.toml", epoch_time=30, max_round_train_time=5, warmup_time=12,
+    config = write_config(tmp_path / "run.toml", epoch_time=20, max_round_train_time=5, warmup_time=12,
                           init_min_clients=4, min_clients=3, witness_nodes=3)  # fmt: skip
     env = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": ""}
     async with LocalRun(config=config, root=tmp_path / "run", env=env) as lr:
