@@ -5,6 +5,9 @@ checkpoint fetch retried within its warmup."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import os
+import signal
 import threading
 import time
 from types import SimpleNamespace
@@ -15,6 +18,7 @@ from solders.keypair import Keypair
 from cohort.client.checkpoint import CheckpointError
 from cohort.client.p2p import NodeKey, PeerAddress
 from cohort.client.runtime import effects
+from cohort.client.runtime.connect import install_signals
 from cohort.client.runtime.messages import MessageError, Ready, Result, decode_message
 from cohort.client.runtime.peers import ENDPOINT_CAPACITY, decode_endpoint, encode_endpoint
 from cohort.client.runtime.results_list import ResultsList, ResultsListError
@@ -464,3 +468,14 @@ def test_our_results_copy_limit_lasts_a_quarter_of_the_seats_grace():
     for round_time in (5, 8, 10, 30, 300):
         assert own_patience(round_time) == Timing.witness_grace(round_time) / 4
     assert own_patience(8) < 1.0 and own_patience(300) == 25.0
+
+
+async def test_sigusr1_writes_every_threads_stack_to_stderr(capfd):
+    """Written from the signal itself, so a client whose event loop is stuck in a blocking call still
+    answers it."""
+    install_signals(lambda: None)
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert "Current thread" in capfd.readouterr().err
+    finally:
+        faulthandler.unregister(signal.SIGUSR1)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
+import io
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,10 +155,14 @@ async def start_p2p(o: ClientOptions, link: ChainLink, events: Events, post: Cal
 
 
 def install_signals(stop: Callable[[], None]) -> None:
+    """Ctrl-C and SIGTERM leave after what is in flight; SIGUSR1 writes every thread's stack to stderr at
+    once, from the signal itself (a client whose event loop is stuck cannot be asked any other way)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop)
+    with contextlib.suppress(AttributeError, RuntimeError, ValueError, io.UnsupportedOperation):
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
 async def build_trainer(o: ClientOptions, link: ChainLink, peers: PeerSide, events: Events,

@@ -105,6 +105,11 @@ def free_port_pair() -> int:
     raise RuntimeError("no free pair of adjacent ports on 127.0.0.1")
 
 
+STACK_DUMP_WAIT = (
+    1.0  # seconds a process that did not stop is given to write its stacks before SIGKILL
+)
+
+
 def stop_process(process: subprocess.Popen | ForkedProcess, grace: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL it after `grace` seconds."""
     stop_processes([process], grace)
@@ -122,6 +127,11 @@ def stop_processes(processes: list[subprocess.Popen | ForkedProcess], grace: flo
         try:
             process.wait(max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
+            # one that did not leave is stuck: a client writes its threads' stacks to its log on SIGUSR1
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGUSR1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(STACK_DUMP_WAIT)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
