@@ -7,7 +7,7 @@ seed samples `CHECK_SAMPLES` runs of whole tile bands (one part's worth of value
 the verifier fetches the state's sign plane (2 bits a value) before the step, and the parts holding the
 sampled bands of the state before and after it. It replays the whole forward/backward and compares the
 payload's tiles and the states on the sampled bands only: ~0.25 B/param + ~2 × 8 parts per check instead of
-~16 B/param (a part is 1 MiB from ~16M parameters up, 1/64 of the state below: `state.part_size`), and the
+~16 B/param (a part is 1 MiB from ~64M parameters up, 1/256 of the state below: `state.part_size`), and the
 same parts serve every verifier of the check (content-addressed: any holder may serve them).
 
 The sample is drawn from the check's seed, fixed on chain after the trainer committed its state, so the

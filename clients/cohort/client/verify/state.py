@@ -21,7 +21,7 @@ Every size follows from the plan, so `decode_state` is strict, and equal states 
 
 The commitment: a state is committed as a directory of two files, `state.bin` (the bytes above) and
 `signs.bin` (the sign of every momentum value, 2 bits each: what the lookahead reads of the whole state),
-cut into parts of `part_size(layout)` bytes (1/64 of the state or less: 64 KiB to 1 MiB) and listed in a
+cut into parts of `part_size(layout)` bytes (1/256 of the state or less: 16 KiB to 1 MiB) and listed in a
 checkpoint-style manifest (p2p/manifest.py); the commitment a
 result carries is the manifest's sha256. So a check fetches the manifest, the sign plane and only the parts
 that hold the tile bands its seed samples (sample.py) — a small fraction of the state, from anyone who holds
@@ -54,9 +54,9 @@ from ..p2p.manifest import FileEntry, Manifest
 STATE_FILE = "state.bin"
 SIGNS_FILE = "signs.bin"
 # bytes a committed part holds, the unit a check fetches and proves: `part_size` picks it per layout
-PART_SIZE = 1 << 20  # the most: from a 64 MiB state up
-MIN_PART_SIZE = 64 << 10  # the least: a small model's state is cut finer, down to this
-PARTS_PER_STATE = 64  # what the part size aims at between the two
+PART_SIZE = 1 << 20  # the most: from a 256 MiB state up (~64M parameters)
+MIN_PART_SIZE = 16 << 10  # the least: a small model's state is cut finer, down to this
+PARTS_PER_STATE = 256  # what the part size aims at between the two
 MAGIC = b"CDTS"
 VERSION = 1
 HEADER = struct.Struct("<4sHBBQ32s")
@@ -367,9 +367,10 @@ def state_size(layout: Layout, has_sent: bool) -> int:
 
 
 def part_size(layout: Layout) -> int:
-    """The bytes a committed part of a state of `layout` holds: a power of two near 1/64 of the state, within
-    64 KiB..1 MiB. A check reads whole parts, so with a fixed 1 MiB a small model's check read its whole state
-    twice (7.8 MB a check at 0.9M parameters: 250 results' worth); from ~16M parameters up it is 1 MiB."""
+    """The bytes a committed part of a state of `layout` holds: a power of two near 1/256 of the state, within
+    16 KiB..1 MiB. A check reads ~32 whole parts, so with a fixed 1 MiB a small model's check read its whole
+    state twice (7.8 MB a check at 0.9M parameters: 250 results' worth), and at 1/64 still 60% of it (2.3 MB,
+    40 s over a 40 ms, 1% loss path); from ~64M parameters up it is 1 MiB."""
     size, total = MIN_PART_SIZE, state_size(layout, True)
     while size < PART_SIZE and size * PARTS_PER_STATE < total:
         size *= 2
