@@ -5,11 +5,14 @@ checkpoint fetch retried within its warmup."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
+import gc
 import os
 import signal
 import threading
 import time
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -18,6 +21,7 @@ from solders.keypair import Keypair
 from cohort.client.checkpoint import CheckpointError
 from cohort.client.p2p import NodeKey, PeerAddress
 from cohort.client.runtime import effects
+from cohort.client.runtime.collector import collect_on_the_loop, due_generation
 from cohort.client.runtime.connect import install_signals
 from cohort.client.runtime.messages import MessageError, Ready, Result, decode_message
 from cohort.client.runtime.peers import ENDPOINT_CAPACITY, decode_endpoint, encode_endpoint
@@ -479,3 +483,41 @@ async def test_sigusr1_writes_every_threads_stack_to_stderr(capfd):
         assert "Current thread" in capfd.readouterr().err
     finally:
         faulthandler.unregister(signal.SIGUSR1)
+
+
+def test_the_loop_collects_what_the_automatic_collector_would():
+    thresholds = (700, 10, 10)
+    assert due_generation((701, 0, 0), thresholds) == 0
+    assert due_generation((5, 11, 0), thresholds) == 1
+    assert due_generation((701, 11, 11), thresholds) == 2
+    assert due_generation((700, 10, 10), thresholds) is None
+    assert (
+        due_generation((10**6, 0, 0), (0, 10, 10)) is None
+    )  # a threshold of 0 turns a generation off
+
+
+async def test_cycles_are_collected_on_the_loop_with_automatic_collection_off():
+    class Node:
+        pass
+
+    collector = asyncio.ensure_future(collect_on_the_loop(every=0.01))
+    try:
+        await asyncio.sleep(0.05)
+        assert not gc.isenabled()
+        freed: list[int] = []
+        node = Node()
+        node.itself = node  # a cycle: only the collector frees it
+        weakref.finalize(node, freed.append, 1)
+        del node
+        # allocations past the young generation's threshold (kept: a freed one takes its count back)
+        junk = [[] for _ in range(2 * gc.get_threshold()[0])]
+        for _ in range(100):
+            if freed:
+                break
+            await asyncio.sleep(0.01)
+        assert freed == [1] and junk
+    finally:
+        collector.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await collector
+    assert gc.isenabled()

@@ -25,6 +25,7 @@ from cohort.sdk.presets import TrainingSpec
 from cohort.sdk.rpc import Rpc
 
 from ..p2p import NodeKey, P2PNode
+from .collector import collect_on_the_loop
 from .connect import ChainLink, PeerSide, build_trainer, connect, install_signals, start_p2p
 from .effects import Effects
 from .events import Events
@@ -97,6 +98,8 @@ class Client:
                 )
                 stack.callback(self.trainer_ready.cancel)
                 install_signals(self.stop)
+                collector = asyncio.ensure_future(collect_on_the_loop())
+                stack.callback(collector.cancel)
                 follower = asyncio.ensure_future(self._follow())
                 stack.callback(follower.cancel)
                 return await self._loop()
