@@ -191,3 +191,31 @@ async def test_a_read_that_stalls_is_asked_again(monkeypatch):
     chain = RunClient(rpc, host.address, idl=core.idl)  # type: ignore[arg-type]
     state = await asyncio.wait_for(_Follower(chain, host.address, hot=False).poll(), 5)
     assert state.run_id == "host-run" and rpc.reads == 2
+
+
+def test_a_dispute_seed_revealed_after_a_read_made_while_a_round_waited_for_its_seed_needs_the_rest():
+    """A dispute opened in the round of step 6 draws its committee from the seed of the round of step 9,
+    revealed when the round of step 8 starts. A full read made between the rounds of steps 7 and 8 (the round
+    of step 8 waiting for its seed, `seed_pending`, progress at 8) lacks it: the next hot prefix, the round of
+    step 8 started, must read the rest again, or the committee goes unseen until the member list next moves
+    (seen: the committee learned of a dispute five seconds late, when the step's weights were gone)."""
+    from dataclasses import replace
+
+    from cohort.sdk.client import rest_is_stale
+    from cohort.sdk.models import Progress, RunState
+
+    core = CoordinatorCore()
+    base = HostRun(core).run()
+
+    def at(step: int, pending: bool, **more) -> object:
+        return replace(base, state=RunState.RoundTrain, progress=Progress(0, step, 0), seed_pending=pending,
+                       disputes=((2, 3, 9),), **more)  # fmt: skip
+
+    full = at(8, True)
+    assert full.newest_seed_step == 8 and at(8, False).newest_seed_step == 9
+    assert not rest_is_stale(full, at(8, True))  # still waiting: nothing new
+    assert rest_is_stale(
+        full, at(8, False)
+    )  # the round of step 8 started: the seed of step 9 is out
+    assert not rest_is_stale(at(8, False), at(9, False))  # read with it: no read again
+    assert rest_is_stale(full, at(8, False, members_nonce=base.members_nonce + 1))

@@ -174,6 +174,29 @@ async def test_a_blob_of_known_size_comes_in_parts_over_separate_connections(swa
     assert small.offsets == [0]  # below stripe_min: whole
 
 
+async def test_small_background_blobs_take_the_lanes_in_turn(swarm, kind):
+    """A check's many small parts, each fetched whole, spread over the lanes' connections (each its own
+    congestion window); a round's result stays on lane 0."""
+    blobs = {blob_hash(d): d for d in (os.urandom(1000 + i) for i in range(8))}
+    fetcher, (provider,) = await swarm(CountingSource(blobs))
+    got = await asyncio.gather(
+        *(
+            fetcher.fetch(h, [provider], background=True, expected_size=len(d))
+            for h, d in blobs.items()
+        )
+    )
+    assert got == list(blobs.values())
+    if kind == "iroh":
+        assert sorted(
+            lane for node, lane in fetcher.transport._outgoing if node == provider.node_id
+        ) == [0, 1, 2, 3]
+    result = os.urandom(500)
+    fetcher, (provider,) = await swarm(CountingSource({blob_hash(result): result}))
+    assert await fetcher.fetch(blob_hash(result), [provider]) == result
+    if kind == "iroh":
+        assert [lane for _, lane in fetcher.transport._outgoing] == [0]
+
+
 async def test_a_capped_blob_counts_one_copy_per_fetch_in_parts(make_transport):
     data = os.urandom(200_000)
     h = blob_hash(data)

@@ -44,8 +44,8 @@ ROUND_MODES = ("twin", "clone", "squat")
 # a verifier's lie (takes two of them to open a dispute) and a member's about its speed, in one run
 # (tests/integrity/test_behaviour_adversaries.py)
 COALITION_MODES = ("slander", "overclaim")
-# a cheat that runs from its check: not in CI yet (its dispute does not always close within its epoch); run it
-# with benchmarks/integrity/adversaries.py --modes flee
+# a cheat that runs from its check (tests/integrity/test_payload_adversaries.py; benchmarks/integrity/
+# adversaries.py --modes flee runs it repeatedly)
 ESCAPE_MODES = ("flee",)
 OVERCLAIM = 10**9  # tokens/s nobody trains at
 POISON_SEED = 1234  # the adversary's "own text": a fixed token string it implants

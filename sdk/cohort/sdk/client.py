@@ -739,16 +739,21 @@ class _Follower:
             # a notification older than what was yielded (queued behind a slow read): dropped unread, or
             # over a slow link a backlog of them costs a full read each and the view falls further behind
             return None
-        rounds = (RunState.RoundTrain, RunState.RoundWitness)
-        if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
-                or state.progress.epoch != full.progress.epoch):  # fmt: skip
-            return await self._read_full()
-        # a dispute's committee is drawn from a seed (and its members then) kept outside the prefix: read
-        # the rest once a seed a dispute waits for was revealed after the last full read
-        newest = state.progress.step + 1  # the next round's seed is out
-        if any(full.progress.step + 1 < seed_step <= newest for _, _, seed_step in full.disputes):
-            return await self._read_full()
-        return state
+        return await self._read_full() if rest_is_stale(full, state) else state
+
+
+def rest_is_stale(full: Run, state: Run) -> bool:
+    """Whether what lies past the hot prefix may have changed since `full` was read, as `state` (a fresh hot
+    prefix over `full`'s rest) shows: the member list moved, a phase outside the rounds, a new epoch; or a seed
+    an open dispute's committee is drawn from (kept outside the prefix, with the members then) was revealed
+    after `full` was read. A round's seed is revealed when the round before it starts: a full read made while
+    a round waited for its seed (`seed_pending`) has not got that round's next one."""
+    rounds = (RunState.RoundTrain, RunState.RoundWitness)
+    if (state.members_nonce != full.members_nonce or state.state not in rounds or full.state not in rounds
+            or state.progress.epoch != full.progress.epoch):  # fmt: skip
+        return True
+    known, newest = full.newest_seed_step, state.newest_seed_step
+    return any(known < seed_step <= newest for _, _, seed_step in full.disputes)
 
 
 _CLOSED: Any = object()  # the run's account is gone

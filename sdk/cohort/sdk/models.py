@@ -340,6 +340,13 @@ class Run:
         return dict(self.check_seeds).get(step)
 
     @property
+    def newest_seed_step(self) -> int:
+        """The step of the newest round seed revealed, in a round: the next round's (a round's start reveals
+        it), or, while the next round waits for its seed (`seed_pending`), that round's own, revealed with the
+        round before it."""
+        return self.progress.step + (0 if self.seed_pending else 1)
+
+    @property
     def current_round(self) -> Round | None:
         return self.rounds[0] if self.rounds else None
 

@@ -152,6 +152,7 @@ class _Terms:
     expected: int | None
     progress: Progress | None
     background: bool = False
+    lane: int = 0  # the connection a blob fetched whole comes on
 
 
 class _Received:
@@ -194,6 +195,10 @@ class BlobFetcher:
         )
         self._inflight: dict[bytes, asyncio.Task[Fetched]] = {}
         self.bytes_fetched = 0
+        # background blobs fetched whole (a check's many small parts) take the lanes in turn: over a lossy
+        # long link each connection's loss recovery bounds its rate, so side by side on one connection they
+        # would come no faster than one after the other. Results keep lane 0 (always dialled, never waits)
+        self._next_lane = 0
 
     async def fetch(
         self,
@@ -238,7 +243,10 @@ class BlobFetcher:
             raise ValueError("max_size must be >= 0")
         if expected_size is not None and not 0 <= expected_size <= limit:
             raise ValueError("expected_size must be within 0..max_size")
-        terms = _Terms(limit, expected_size, progress, background)
+        lane = 0
+        if background and self.policy.parts(expected_size) is None:
+            lane, self._next_lane = self._next_lane, (self._next_lane + 1) % self.policy.lanes
+        terms = _Terms(limit, expected_size, progress, background, lane)
         for peer in providers:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("providers are PeerAddress values")
@@ -350,7 +358,9 @@ class BlobFetcher:
         parts = self.policy.parts(terms.expected)
         if parts is None:
             hasher = hashlib.sha256()  # hashed as it arrives, while the next chunk is in flight
-            _, data = await self._fetch_part(peer, blob, None, 0, terms.limit, received, hasher)
+            _, data = await self._fetch_part(
+                peer, blob, None, terms.lane, terms.limit, received, hasher
+            )
             digest = hasher.digest()
         else:
             tasks = [

@@ -556,7 +556,10 @@ class Effects:
             )
 
         published, previous = c.node.blob(action.commitment), c.node.blob(action.previous)
-        if published is None or previous is None or not trainer.can_verify(action.step):
+        # a dispute's committee asks for the states even once it cannot replay the step: whether the trainer
+        # delivers them is what a non-delivery dispute decides (the replay then finds no weights: no verdict)
+        replayable = action.dispute or trainer.can_verify(action.step)
+        if published is None or previous is None or not replayable:
             return done(False, "we no longer hold what the check replays from")
         after, before = trainer.check(published).state, trainer.check(previous).state
         if not any(after) or not any(before):
@@ -570,6 +573,7 @@ class Effects:
         # an ordinary check's fetches take the fetcher's background slots (behind rounds' results); a
         # dispute's do not queue behind them: it decides, and the trainer holds its states a few steps only
         bulk = not action.dispute
+        began = time.perf_counter()
         try:
             async with asyncio.timeout(MANIFEST_DEADLINE):
                 manifests = [await c.node.fetch_blob(h, holder, max_size=trainer.state_manifest_limit, background=bulk)
@@ -600,7 +604,8 @@ class Effects:
                     self._undelivered(action, e),
                 )
             c.events.emit("check_fetched", step=action.step, trainer=action.trainer, parts=len(parts),
-                          bytes=parts.size + sum(len(m) for m in manifests))  # fmt: skip
+                          bytes=parts.size + sum(len(m) for m in manifests),
+                          seconds=round(time.perf_counter() - began, 3))  # fmt: skip
             # in the background: our own train and apply never wait behind more than one replay (worker.py);
             # a dispute's replay goes before ordinary checks' (it decides, and its weights are kept a few steps)
             replay = Timed(trainer.verify_step)
