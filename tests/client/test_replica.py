@@ -27,7 +27,7 @@ def spec(tmp_path_factory):
 
 
 def test_the_protocol_names_what_the_runtime_calls():
-    assert MEMBERS == sorted(["apply", "can_verify", "check", "check_parts", "checkpoint", "checksum", "device", "digest", "evaluate",
+    assert MEMBERS == sorted(["apply", "can_verify", "check", "check_parts", "checkpoint", "checksum", "device", "digest", "evaluate", "holding",
                               "load", "model", "payload_size", "start_epoch", "state_manifest_limit", "train",
                               "verify_step"])  # fmt: skip
 

@@ -64,6 +64,7 @@ from .trainer import KEPT_STATES
 
 if TYPE_CHECKING:
     from .host import ClientHost
+    from .replica import Replica
 
 EVAL_EVERY = 10  # steps between held-out evaluations
 EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on every client)
@@ -538,9 +539,14 @@ class Effects:
     # -- verification ------------------------------------------------------------------------------
     async def _check(self, action: Check) -> None:
         """Fetch the trainer's two committed states from it and replay its step on the model worker, as a
-        background job (our own jobs go first; worker.py)."""
+        background job (our own jobs go first; worker.py). The weights the replay starts from are held while
+        the check runs: over a slow link its fetch outlasts the steps the replica keeps them for."""
+        trainer = await self.c.trainer_ready
+        with trainer.holding(action.step):
+            await self._run_check(action, trainer)
+
+    async def _run_check(self, action: Check, trainer: Replica) -> None:
         c = self.c
-        trainer = await c.trainer_ready
 
         def done(passed: bool, reason: str, failure: str = "") -> None:
             c.post(

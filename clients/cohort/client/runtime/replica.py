@@ -3,7 +3,7 @@
 The model's jobs (train, apply, load, digest, checksum, evaluate, verify_step, start_epoch) run on the
 one model worker (runtime/worker.py: one thread, one job at a time; verify_step as a background job, whole,
 between our own), so they may block; the cheap reads (check, payload_size, state_manifest_limit,
-check_parts, can_verify, device, model) are also made from the event loop and must not.
+check_parts, can_verify, holding, device, model) are also made from the event loop and must not.
 
 Implemented by `trainer.LocalReplica` (the whole model in this process), `synthetic.SyntheticReplica`
 (payloads of the real size without training), `slowdown.SlowedReplica` (a wrapper) and
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -113,6 +114,10 @@ class Replica(Protocol):
 
     def can_verify(self, step: int) -> bool:
         """Whether we hold what a check of `step` replays from."""
+
+    def holding(self, step: int) -> AbstractContextManager[bool]:
+        """Keep what a check of `step` replays from while the context lasts (its fetch may outlast the steps
+        the replica keeps it for); yields whether it is held (False: gone already, or too many held)."""
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

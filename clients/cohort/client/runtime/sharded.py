@@ -57,6 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -218,20 +219,25 @@ class _Rank:
         dist.all_reduce(t)
         return t
 
-    def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
+    def start_epoch(
+        self, start_step: int, cold: bool, verified: bool, held: tuple[int, ...]
+    ) -> None:
+        """`held`: the steps whose snapshots rank 0's checks hold (every rank keeps the same files)."""
         self.cold_start.start, self.cold_start.active = start_step, cold
         self.commit = verified
-        self.snapshots.clear()
+        self.snapshots.clear(held)
 
-    def train(self, step: int, start: int, end: int) -> tuple[DistroResult | None, tuple[SparseTiles, ...] | None,
-                                                              float, int]:  # fmt: skip
+    def train(self, step: int, start: int, end: int, held: tuple[int, ...]) -> tuple[DistroResult | None,
+                                                                                      tuple[SparseTiles, ...] | None,
+                                                                                      float, int]:  # fmt: skip
         """(the member's result on rank 0, with its last transmission when it commits its state (both the
         ranks' tiles put together in the model's tile order), the batch's mean loss, tokens) for the batch
-        [start, end). A committing member's momentum follows in the next op (`send_momentum`)."""
+        [start, end). A committing member's momentum follows in the next op (`send_momentum`). `held` as in
+        `start_epoch`."""
         if (
             self.commit
         ):  # our rows of every replica's weights at this step's start: what a check replays from
-            self.snapshots.take(step, self.local)
+            self.snapshots.take(step, self.local, held)
         return self._step(step, start, end, self.commit)
 
     def _step(self, step: int, start: int, end: int, keep_sent: bool) -> tuple[DistroResult | None,
@@ -771,7 +777,7 @@ class ShardedReplica:
     def start_epoch(self, start_step: int, cold: bool, verified: bool = False) -> None:
         """The epoch's first step, whether it is a cold start, and whether the run verifies results (then every
         step commits the member's optimizer state)."""
-        self._everyone("start_epoch", start_step, cold, verified)
+        self._everyone("start_epoch", start_step, cold, verified, self._rank.snapshots.held())
 
     def train(
         self, step: int, start: int, end: int, abort: threading.Event | None = None
@@ -779,7 +785,9 @@ class ShardedReplica:
         if abort is not None and abort.is_set():  # between steps only: the ranks run a step as one
             raise Aborted(f"training of step {step} stopped")
         started = time.perf_counter()
-        result, sent, loss, tokens = self._everyone("train", step, start, end)
+        result, sent, loss, tokens = self._everyone(
+            "train", step, start, end, self._rank.snapshots.held()
+        )
         assert result is not None
         state = None
         if self.commit_state:
@@ -827,6 +835,17 @@ class ShardedReplica:
     def can_verify(self, step: int) -> bool:
         """Whether the ranks hold the weights a check of `step` replays from (we trained that step ourselves)."""
         return step in self._rank.snapshots
+
+    @contextmanager
+    def holding(self, step: int) -> Iterator[bool]:
+        """Keep the ranks' rows of `step`'s start while a check of it runs: held on rank 0, and every op that
+        may drop snapshots (train, start_epoch) tells each rank which steps are held."""
+        held = self._rank.snapshots.hold(step)
+        try:
+            yield held
+        finally:
+            if held:
+                self._rank.snapshots.release(step)
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

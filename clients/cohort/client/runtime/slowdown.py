@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,6 +91,9 @@ class SlowedReplica:
 
     def can_verify(self, step: int) -> bool:
         return self.inner.can_verify(step)
+
+    def holding(self, step: int) -> AbstractContextManager[bool]:
+        return self.inner.holding(step)
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

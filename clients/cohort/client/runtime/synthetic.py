@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,9 @@ class SyntheticReplica:
 
     def can_verify(self, step: int) -> bool:
         return False  # nothing is trained, so nothing can be replayed
+
+    def holding(self, step: int) -> AbstractContextManager[bool]:
+        return nullcontext(False)  # nothing to hold
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

@@ -14,8 +14,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
 # steps up to s + 5 + pipeline_depth (<= 4) may be trained; one more for a replay that waits a round in the
 # worker's queue (a replay is the worker's background job: its starvation guard lets at most a round of our
 # own jobs pass it, worker.PATIENCE). A dispute replayed later than that is skipped by its committee and lapses.
+# A check that started within the window holds its step's snapshot until it ends (`holding`): in a fast run
+# over slow links, its fetch outlasts these steps.
 KEPT_SNAPSHOTS = 11
 # our own committed states stay on disk for the blob store to serve and collect (it keeps fewer); past this
 # many steps the replica removes any it still finds
@@ -288,6 +291,16 @@ class LocalReplica:
     def can_verify(self, step: int) -> bool:
         """Whether we hold the weights a check of `step` replays from (we trained that step ourselves)."""
         return step in self.snapshots
+
+    @contextmanager
+    def holding(self, step: int) -> Iterator[bool]:
+        """Keep the weights of `step`'s start while a check of it runs (WeightSnapshots.hold)."""
+        held = self.snapshots.hold(step)
+        try:
+            yield held
+        finally:
+            if held:
+                self.snapshots.release(step)
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

@@ -3,13 +3,16 @@
 A check of step s replays from the weights every replica held at the start of step s. A member keeps them
 for its last few steps (`keep`), one raw file per step (each parameter's bytes in `named_parameters`
 order), written from the parameters where they lie and read straight back into a model's parameters: no
-copy of the model in memory, whatever its size.
+copy of the model in memory, whatever its size. A check still fetching over a slow link holds its step's
+file past that (`hold`): the window counts steps, and a fast run's steps outpace a slow fetch.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -36,12 +39,37 @@ def _tensors(weights: torch.nn.Module | Sequence[torch.Tensor]) -> Sequence[torc
 
 
 class WeightSnapshots:
-    """Files `weights-<step>.bin` under `root`, the newest `keep` steps."""
+    """Files `weights-<step>.bin` under `root`: the newest `keep` steps, and any older one a check holds (at
+    most `keep` of those: past that a hold is refused). Holds are taken and let go from the event loop while
+    the model worker takes snapshots: a lock guards them, and files are removed only by `take` and `clear`
+    (the worker's), never under a replay that reads one."""
 
     def __init__(self, root: Path, keep: int) -> None:
         self.root, self.keep = root, keep
         root.mkdir(parents=True, exist_ok=True)
         self.steps: list[int] = []
+        self._held: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def hold(self, step: int) -> bool:
+        """Keep `step`'s file past the window until `release`; False (nothing held) when it is gone already,
+        or `keep` older steps are held already."""
+        with self._lock:
+            if step not in self.steps or (step not in self._held and len(self._held) >= self.keep):
+                return False
+            self._held[step] += 1
+            return True
+
+    def release(self, step: int) -> None:
+        """Let go of one hold of `step` (its file goes with the next `take` once it is past the window)."""
+        with self._lock:
+            self._held[step] -= 1
+            if self._held[step] <= 0:
+                del self._held[step]
+
+    def held(self) -> tuple[int, ...]:
+        with self._lock:
+            return tuple(self._held)
 
     def path(self, step: int) -> Path:
         return self.root / f"weights-{step}.bin"
@@ -49,9 +77,15 @@ class WeightSnapshots:
     def __contains__(self, step: object) -> bool:
         return step in self.steps
 
-    def take(self, step: int, model: torch.nn.Module | Sequence[torch.Tensor]) -> None:
+    def take(
+        self,
+        step: int,
+        model: torch.nn.Module | Sequence[torch.Tensor],
+        held: Iterable[int] | None = None,
+    ) -> None:
         """Write the model's weights (or the tensors given) as the start of `step`, and forget the oldest
-        beyond `keep`."""
+        beyond `keep` but those held (ours, or `held`: the steps rank 0 holds, for a sharded member's other
+        ranks, so that every rank keeps the same files)."""
         with open(self.path(step), "wb") as f:
             for p in _tensors(model):
                 if p.device.type == "cpu":
@@ -65,8 +99,11 @@ class WeightSnapshots:
         if step not in self.steps:
             self.steps.append(step)
             self.steps.sort()
-        while len(self.steps) > self.keep:
-            self.path(self.steps.pop(0)).unlink(missing_ok=True)
+        kept = set(self.held() if held is None else held)
+        loose = [s for s in self.steps if s not in kept]
+        for old in loose[: max(0, len(loose) - self.keep)]:
+            self.steps.remove(old)
+            self.path(old).unlink(missing_ok=True)
 
     @torch.no_grad()
     def load_into(self, step: int, model: torch.nn.Module | Sequence[torch.Tensor]) -> None:
@@ -85,7 +122,10 @@ class WeightSnapshots:
                         raw = f.read(part.numel() * part.element_size())
                         part.copy_(torch.frombuffer(bytearray(raw), dtype=part.dtype))
 
-    def clear(self) -> None:
-        for step in self.steps:
+    def clear(self, held: Iterable[int] | None = None) -> None:
+        """Forget every step but those held (a check of the last epoch's may still be fetching; `held` as
+        in `take`)."""
+        kept = set(self.held() if held is None else held)
+        for step in [s for s in self.steps if s not in kept]:
             self.path(step).unlink(missing_ok=True)
-        self.steps.clear()
+            self.steps.remove(step)
