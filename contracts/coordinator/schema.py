@@ -35,12 +35,13 @@ from cohort.sbf.abi.schema import (  # noqa: F401 - the type language, shared by
 # constants
 
 CONSTANTS: dict[str, int] = {
-    "VERSION": 10,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
+    "VERSION": 11,  # the Run layout: 3 = results roots, lookahead seeds, hot prefix, weights votes; 4 = checks
     # (verification_percent, u32 round times, check seeds and failed-check tallies); 5 = no witness digest;
     # 6 = pipeline_depth; 7 = EpochState.epoch (result statements name it), EpochState.decisions; 8 = disputes,
     # CheckSeed.healthy (verifiers are drawn from the members healthy when a seed was revealed),
     # FailedCheck.replay; 9 = RunConfig.conviction_ban_epochs, RegistryEntry.banned_until (bans outlive the epoch);
-    # 10 = measured work: Client.delivered, EpochState.decided_rounds, RegistryEntry.proven_share
+    # 10 = measured work: Client.delivered, EpochState.decided_rounds, RegistryEntry.proven_share;
+    # 11 = Run.cooldown_seeds (Cooldown reveals the seeds that check the epoch's last steps)
     "MAX_BAN_EPOCHS": 10_000,  # the longest ban a run may set (conviction_ban_epochs)
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
@@ -74,6 +75,9 @@ CONSTANTS: dict[str, int] = {
     "DISPUTE_HORIZON": 14,
     "CHECK_WINDOW": 32,  # revealed round seeds kept (reports of a step are taken while its seed is kept)
     "CHECK_SLOTS": 16,  # failed-check tallies open at once
+    # seeds Cooldown reveals after the epoch's last round, one per the epoch's mean round time: the checks of its
+    # last CHECK_SEED_LAG - 1 steps, and disputes opened late (the check clock moves one step per seed)
+    "COOLDOWN_SEEDS": 16,
     # outcomes of the epoch's last rounds, kept past the round ring (NUM_ROUNDS): a client whose view of the
     # chain jumps that many rounds (a lagging RPC node, a restarted follower) still finds each step's applied set
     "DECISION_WINDOW": 8,
@@ -503,7 +507,11 @@ Run = S(
         BOOL,
         "the round is over and the next waits for a slot after seed_slot (its hash)",
     ),
-    F("_pad", U8),
+    F(
+        "cooldown_seeds",
+        U8,
+        "check seeds revealed since Cooldown began (the epoch's last steps are checked in it)",
+    ),
     F("nonce", U64, "increases on every change of this account"),
     F("run_state_start", I64, "unix time the current phase began"),
     F("progress", Progress),

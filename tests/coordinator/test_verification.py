@@ -25,6 +25,7 @@ from support.coordinator_chain import (
 )
 from support.host_run import HostRun
 
+from cohort.sdk.coordinator_core import Env
 from cohort.sdk.models import Run
 
 CLIENTS = 5
@@ -291,7 +292,8 @@ def test_checks_expire_with_their_seed_and_their_epoch(chain, core):
         play_round(chain, core, run, members)
     assert chain.state(run)["run_state"] == "Cooldown"
     # the flush round (the step before progress.step) revealed the seed of the round after it: the last
-    # checkable step is the one lag before that (the last two trained steps never are)
+    # checkable step is the one lag before that until Cooldown reveals more (its pace, the epoch's mean round
+    # time, is longer than this Cooldown here; the next test has them)
     late = chain.state(run)["progress"]["step"] - lag
     assert refused(chain, run, members[0], late + 1, 1) == "WrongStep"
     verifier = check_plan(chain, core, run, late, 0)[0]
@@ -609,3 +611,87 @@ def test_open_disputes_are_bounded(chain, core):
         send_report(chain, run, members[m], step, 0, "Passed")
     names = [name for name, _ in report(chain, run, members[verifiers[1]], step, trainer)]
     assert names == ["CheckFailed", "DisputeOpened"]
+
+
+def test_cooldown_reveals_the_seeds_that_check_the_epochs_last_steps(chain, core):
+    """The rounds after an epoch's last never start, so Cooldown goes on revealing seeds: the k-th once k paces
+    (the epoch's mean round time) of it passed, each hashing the slot the one before it froze in. The last
+    trained steps are checked, a dispute opened in Cooldown draws its committee from a later seed and convicts
+    there (the member is not credited when the epoch ends), and the seeds stop at COOLDOWN_SEEDS."""
+    config = make_config(MANY, verification_percent=100, epoch_time=40, cooldown_time=300)
+    _, run = open_run(chain, config)
+    wallets = [chain.wallet() for _ in range(MANY)]
+    play_epoch(chain, core, run, wallets, config)  # an epoch of points to forfeit
+    start_epoch(chain, run, wallets, config)
+    members = by_index(chain, run, wallets)
+    while chain.state(run)["run_state"] == "RoundTrain":
+        play_round(chain, core, run, members)
+    state, lag = chain.state(run), chain.idl.constants["CHECK_SEED_LAG"]
+    assert state["run_state"] == "Cooldown" and state["cooldown_seeds"] == 0
+    # the flush round (progress.step - 1) trained nothing: the last trained step is the one before it
+    last, checkable = state["progress"]["step"] - 2, state["progress"]["step"] - lag
+    assert refused(chain, run, members[0], checkable + 1, 1) == "WrongStep"
+    decoded = Run.decode(run, chain.run_bytes(run), chain.idl)
+    pace = max(
+        1,
+        (state["run_state_start"] - state["epoch"]["start_timestamp"])
+        // (decoded.current_round.height + 1),
+    )
+    assert decoded.newest_seed_step == checkable + lag
+
+    def reveal() -> dict:
+        """The next seed, when its pace came: the client predicts the tick, the chain takes it."""
+        before = chain.state(run)
+        assert chain.fails("tick", members[0], run) == "NothingToTick"
+        chain.advance(pace)
+        predicted = core.tick(bytearray(chain.run_bytes(run)[8:]), Env(chain.now, bytes(32), run))
+        assert predicted == 0
+        chain.call("tick", members[0], run)
+        after = chain.state(run)
+        assert (
+            after["cooldown_seeds"] == before["cooldown_seeds"] + 1
+            and after["seed_slot"] > before["seed_slot"]
+        )
+        step = after["progress"]["step"] + after["cooldown_seeds"]
+        assert Run.decode(run, chain.run_bytes(run), chain.idl).newest_seed_step == step
+        (entry,) = [e for e in after["check_seeds"] if e["step"] == step]
+        digest = hashlib.sha256(
+            struct.pack("<Q", before["last_seed"]) + chain.slot_hash_of(before["seed_slot"])
+        )
+        assert entry["seed"] == after["last_seed"] == int.from_bytes(digest.digest()[:8], "little")
+        return after
+
+    reveal()
+    assert refused(chain, run, members[0], last, 1) == "WrongStep"
+    reveal()
+    trainer = 3
+    data = chain.run_bytes(run)[8:]
+    assert core.check_seed(data, last) is not None
+    assert Run.decode(run, chain.run_bytes(run), chain.idl).check_seed(last) == core.check_seed(
+        data, last
+    )
+    entry = chain.state(run)["clients"][trainer]["registry_index"]
+    assert chain.state(run)["registry"][entry]["earned"] > 0
+    open_dispute(chain, core, run, members, last, trainer)
+    others = [m for m in range(MANY) if m != trainer]
+    for _ in range(chain.idl.constants["DISPUTE_SEED_LAG"] - 1):  # seed_step: the clock's step + 3
+        assert refused(chain, run, members[others[0]], last, trainer) == "DisputePending"
+        reveal()
+    committee = core.dispute_committee(chain.run_bytes(run)[8:], last, trainer)
+    assert committee == reference_committee(chain, core, run, last, trainer) == frozenset(others)
+    for m in sorted(committee)[: len(committee) // 2 + 1]:
+        send_report(chain, run, members[m], last, trainer, "PayloadMismatch")
+    after = chain.state(run)
+    assert (
+        after["clients"][trainer]["state"] == "Convicted"
+        and after["registry"][entry]["earned"] == 0
+    )
+    while chain.state(run)["cooldown_seeds"] < chain.idl.constants["COOLDOWN_SEEDS"]:
+        reveal()
+    chain.advance(pace * 4)
+    assert chain.fails("tick", members[0], run) == "NothingToTick"  # no more seeds
+    chain.advance(config["cooldown_time"])
+    chain.call("tick", members[0], run)
+    end = chain.state(run)
+    assert end["run_state"] == "WaitingForMembers" and end["cooldown_seeds"] == 0
+    assert end["registry"][entry]["earned"] == 0  # not credited: convicted in the epoch's Cooldown

@@ -285,6 +285,8 @@ class Run:
     seed_pending: bool = (
         False  # the next round's inputs are frozen; a tick from the next slot starts it
     )
+    # check seeds Cooldown revealed so far (the checks of the epoch's last steps are drawn from them)
+    cooldown_seeds: int = 0
     next_seed: int = 0  # seed of the round after the current one (known one round ahead)
     next_mask: bytes = bytes(32)  # its trainers
     members_nonce: int = 0  # moves whenever the epoch's member list or a member's state changes
@@ -343,8 +345,16 @@ class Run:
     def newest_seed_step(self) -> int:
         """The step of the newest round seed revealed, in a round: the next round's (a round's start reveals
         it), or, while the next round waits for its seed (`seed_pending`), that round's own, revealed with the
-        round before it."""
+        round before it; in Cooldown, one more for each seed it revealed after the epoch's last round."""
+        if self.state == RunState.Cooldown:
+            return self.progress.step + self.cooldown_seeds
         return self.progress.step + (0 if self.seed_pending else 1)
+
+    @property
+    def check_step(self) -> int:
+        """The check clock (the program's verification.c current_step): the step of the current round, and in
+        Cooldown one more for each seed it revealed. Disputes lapse and seeds leave the window by it."""
+        return self.newest_seed_step - 1
 
     @property
     def current_round(self) -> Round | None:
@@ -458,6 +468,7 @@ class Run:
             registry=registry,
             data=bytes(data),
             seed_pending=raw["seed_pending"],
+            cooldown_seeds=raw["cooldown_seeds"],
             next_seed=raw["next_seed"],
             next_mask=bytes(raw["next_mask"]),
             members_nonce=epoch["members_nonce"],

@@ -101,7 +101,7 @@ def verification(run: Run, core: CoordinatorCore) -> Verification:
     checks: dict[int, list[OpenCheck]] = {}
     disputes: dict[int, list[OpenDispute]] = {}
     if run.state in CHECKING and run.current_round is not None:
-        current = run.start_step + run.current_round.height
+        current = run.check_step
         for d in run.dispute_tallies:
             if live(d.trainer) and current <= d.step + constants["DISPUTE_HORIZON"]:
                 committee = core.dispute_committee(data, d.step, d.trainer)

@@ -49,6 +49,7 @@ void change_state(Run *run, const CoordEnv *env, uint8_t to) {
   run->run_state = to;
   run->run_state_start = env->now;
   run->seed_pending = false; /* a wait for a seed belongs to the phase it began in */
+  run->cooldown_seeds = 0;
   if (!rounds) { /* inputs frozen at a round's start feed a later round of the same epoch, or nothing */
     run->seed_slot = 0;
     sol_memset(run->seed_mask, 0, sizeof(run->seed_mask));
@@ -287,6 +288,48 @@ static void start_epoch(Run *run, const CoordEnv *env) {
   change_state(run, env, RUN_STATE_WARMUP);
 }
 
+/* ---- the epoch's last checks: Cooldown goes on revealing seeds
+
+   The checks of step s are drawn from the seed of the round of s + CHECK_SEED_LAG, and the rounds after the
+   epoch's last never start: without more seeds its last steps would never be checked, and a trainer that
+   knows when an epoch ends would cheat on them for free. So Cooldown goes on revealing seeds: one every
+   `cooldown_pace` seconds (the epoch's own mean round time: windows counted in seeds last about as long as
+   in its rounds), each derived as a round's is from the hash of the slot the inputs froze in (when Cooldown
+   began, then at the previous reveal), up to COOLDOWN_SEEDS of them. Reports and disputes of the epoch's
+   steps are taken meanwhile; the check clock (verification.c current_step) moves with these seeds. */
+static void enter_cooldown(Run *run, const CoordEnv *env) {
+  change_state(run, env, RUN_STATE_COOLDOWN);
+  freeze_inputs(run, env);
+}
+
+static uint64_t cooldown_pace(const Run *run) {
+  uint64_t rounds = (uint64_t)coord_current_round(run)->height + 1;
+  int64_t took = run->run_state_start - run->epoch.start_timestamp;
+  uint64_t pace = took > 0 ? (uint64_t)took / rounds : 0;
+  return pace < 1 ? 1 : pace;
+}
+
+static bool cooldown_seed_due(const Run *run, const CoordEnv *env) {
+  if (run->cooldown_seeds >= COORD_COOLDOWN_SEEDS || run->seed_slot == 0) return false;
+  return env->now >= run->run_state_start + (int64_t)(((uint64_t)run->cooldown_seeds + 1) * cooldown_pace(run));
+}
+
+/* The next seed, from a slot after the one the inputs froze in (ERR_SEED_PENDING in that slot); when
+   SlotHashes no longer reaches back to it, the inputs freeze again now and the seed waits. */
+static uint64_t reveal_cooldown_seed(Run *run, const CoordEnv *env) {
+  if (env->slot <= run->seed_slot) return ERR_SEED_PENDING;
+  uint8_t frozen[32];
+  if (slot_hash_from(env, run->seed_slot, frozen)) {
+    uint64_t seed = derive_seed(run, frozen);
+    run->last_seed = seed;
+    run->cooldown_seeds++;
+    /* Cooldown began with progress.step the step of the newest seed revealed (the flush round's next) */
+    record_check_seed(run, (uint64_t)run->progress.step + run->cooldown_seeds, seed);
+  }
+  freeze_inputs(run, env);
+  return SUCCESS;
+}
+
 /* The round is over (its step was decided, or its witness time ran out): the next one, if any, starts. A
    step is trained in its round and attested in the next, so when the epoch must end (its time is up, or
    the run's last step is near) one more round trains nothing and only attests the last trained step:
@@ -305,7 +348,7 @@ void end_round(Run *run, const CoordEnv *env) {
   run->progress.step++;
   if (round->witnesses_len == 0) {
     withdraw_all(run);
-    change_state(run, env, RUN_STATE_COOLDOWN);
+    enter_cooldown(run, env);
     return;
   }
   if (epoch->last_step == 0 && (timed_out(epoch->start_timestamp, env->now, config->epoch_time) ||
@@ -314,7 +357,7 @@ void end_round(Run *run, const CoordEnv *env) {
   bool flushed = epoch->last_step != 0 && run->progress.step >= epoch->last_step;
   if (flushed || healthy_count(run) < config->min_clients || round->witnesses_len < coord_witness_quorum(config->witness_nodes) ||
       run->progress.step > config->total_steps || run->pending_pause) {
-    change_state(run, env, RUN_STATE_COOLDOWN);
+    enter_cooldown(run, env);
     return;
   }
   start_next_round(run, env);
@@ -414,6 +457,7 @@ uint64_t coord_tick(Run *run, const CoordEnv *env) {
         end_epoch(run, env);
         return SUCCESS;
       }
+      if (cooldown_seed_due(run, env)) return reveal_cooldown_seed(run, env);
       return ERR_NOTHING_TO_TICK;
     default:
       return ERR_HALTED;

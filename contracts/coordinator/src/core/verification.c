@@ -12,6 +12,8 @@ _Static_assert(COORD_MAX_CLIENTS <= 256, "FailedCheck.opener holds an epoch inde
 _Static_assert(COORD_MAX_VERIFIERS <= 8, "FailedCheck.reporters holds one bit per verifier");
 _Static_assert(COORD_DISPUTE_VERIFIERS < COORD_MAX_CLIENTS, "a committee is counted in u16 and drawn from the epoch");
 _Static_assert(COORD_DISPUTE_HORIZON + 2 < COORD_CHECK_WINDOW, "a dispute's check seed stays kept while it is open");
+_Static_assert(COORD_COOLDOWN_SEEDS + COORD_CHECK_SEED_LAG < COORD_CHECK_WINDOW,
+               "Cooldown's seeds leave the seeds of the epoch's last steps in the window");
 
 /* ---- the seeds, kept as they are revealed (entry of step r at r % CHECK_WINDOW), with the members healthy
    then: the verifiers a seed draws come from them, so a dropped, withdrawn or convicted member is never drawn */
@@ -31,8 +33,10 @@ void clear_checks(Run *run) {
   sol_memset(run->disputes, 0, sizeof(run->disputes));
 }
 
+/* The check clock: the step of the current round, then in Cooldown one more for each seed it revealed
+   (state_machine.c): the newest seed revealed is always current_step + 1's. */
 static uint64_t current_step(const Run *run) {
-  return (uint64_t)run->epoch.start_step + coord_current_round(run)->height;
+  return (uint64_t)run->epoch.start_step + coord_current_round(run)->height + run->cooldown_seeds;
 }
 
 /* The kept seed of the round of `round_step`: ERR_WRONG_STEP while it is not revealed (the newest revealed is

@@ -2,7 +2,7 @@
 #pragma once
 #include <sol/types.h>
 
-#define COORD_VERSION 10
+#define COORD_VERSION 11
 #define COORD_MAX_BAN_EPOCHS 10000
 #define COORD_MAX_CLIENTS 256
 #define COORD_MAX_WITNESSES 32
@@ -29,6 +29,7 @@
 #define COORD_DISPUTE_HORIZON 14
 #define COORD_CHECK_WINDOW 32
 #define COORD_CHECK_SLOTS 16
+#define COORD_COOLDOWN_SEEDS 16
 #define COORD_DECISION_WINDOW 8
 
 /* RunState: Phase of a run. Halted = Uninitialized | Finished | Paused. */
@@ -473,7 +474,7 @@ typedef struct {
   uint8_t run_state; /* RunState */
   uint8_t pending_pause;
   uint8_t seed_pending;
-  uint8_t _pad;
+  uint8_t cooldown_seeds;
   uint64_t nonce;
   int64_t run_state_start;
   Progress progress;
@@ -505,7 +506,7 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Run, version) == 0, "Run.version");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state) == 4, "Run.run_state");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, pending_pause) == 5, "Run.pending_pause");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, seed_pending) == 6, "Run.seed_pending");
-SOL_STATIC_ASSERT(__builtin_offsetof(Run, _pad) == 7, "Run._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(Run, cooldown_seeds) == 7, "Run.cooldown_seeds");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, nonce) == 8, "Run.nonce");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, run_state_start) == 16, "Run.run_state_start");
 SOL_STATIC_ASSERT(__builtin_offsetof(Run, progress) == 24, "Run.progress");
