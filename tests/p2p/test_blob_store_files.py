@@ -4,7 +4,9 @@ part served by range from disk, the directory removed once its round is collecte
 import asyncio
 import hashlib
 import shutil
+import time
 
+from cohort.client.p2p import blob_store
 from cohort.client.p2p.blob_store import BlobStore
 from cohort.client.p2p.manifest import Manifest
 
@@ -50,9 +52,18 @@ def test_a_part_held_already_is_served_from_the_newest_directory_that_holds_it(t
     assert store.gc(3) == 3 and not (tmp_path / "two").exists()
 
 
-def test_a_reply_keeps_reading_what_it_opened_after_its_round_is_collected(tmp_path):
-    """The race of a verifier downloading a trainer's state while its round is collected: the reply reads
-    from the file it opened, and a blob collected before a reply begins is simply not there."""
+REAL_CLOCK = time.monotonic
+
+
+def later(monkeypatch, seconds: float) -> None:
+    """The store's clock, `seconds` on from now."""
+    now = REAL_CLOCK() + seconds
+    monkeypatch.setattr(blob_store.time, "monotonic", lambda: now)
+
+
+def test_a_reply_keeps_reading_what_it_opened_after_its_round_is_collected(tmp_path, monkeypatch):
+    """The race of a verifier downloading a trainer's state while its round is collected (its hold over):
+    the reply reads from the file it opened, and a blob collected before a reply begins is simply not there."""
     data = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(256))
     manifest = _directory(tmp_path / "s", {"a.bin": data})
     store = BlobStore()
@@ -60,7 +71,38 @@ def test_a_reply_keeps_reading_what_it_opened_after_its_round_is_collected(tmp_p
     part = manifest.files[0].chunks[1]
     reader = store.open_reader(part)
     assert reader is not None
+    later(monkeypatch, blob_store.HOLD_SECONDS + 1)
     assert store.gc(2) == 3 and not (tmp_path / "s").exists()
     assert asyncio.run(reader.read(10, 20)) == data[PART + 10 : PART + 30]
     reader.close()
     assert store.open_reader(part) is None
+
+
+def test_a_directory_being_read_outlives_its_round_a_while(tmp_path, monkeypatch):
+    """A check fetches a state's parts one after another over a slow link, for longer than its round lives: a
+    read (of its manifest or a part) keeps the directory HOLD_SECONDS past the last read, and no more than
+    MAX_HELD directories at once (a peer reading every state we serve keeps only that many on our disk)."""
+    store = BlobStore()
+    count = blob_store.MAX_HELD + 2
+    manifests = [
+        _directory(tmp_path / f"s{i}", {"a.bin": hashlib.sha256(bytes([i])).digest() * 200})
+        for i in range(count)
+    ]
+    hashes = [store.put_directory(tmp_path / f"s{i}", m, round=1) for i, m in enumerate(manifests)]
+    store.open_reader(hashes[0]).close()  # its manifest
+    for m in manifests[1:]:
+        store.open_reader(m.files[0].chunks[0]).close()  # a part
+    blobs = 3  # each directory's manifest and two parts
+    # held: the MAX_HELD read last; the two read first went with their round
+    assert store.gc(2) == 2 * blobs
+    kept = [i for i in range(count) if (tmp_path / f"s{i}").exists()]
+    assert kept == list(range(2, count))
+    later(monkeypatch, blob_store.HOLD_SECONDS - 1)
+    assert store.gc(2) == 0 and len(kept) == blob_store.MAX_HELD
+    store.open_reader(manifests[-1].files[0].chunks[1]).close()  # still being fetched
+    later(monkeypatch, blob_store.HOLD_SECONDS + 1)
+    assert (
+        store.gc(2) == blobs * (blob_store.MAX_HELD - 1) and (tmp_path / f"s{count - 1}").exists()
+    )
+    later(monkeypatch, 2 * blob_store.HOLD_SECONDS + 1)
+    assert store.gc(2) == blobs and not any(tmp_path.glob("s*"))

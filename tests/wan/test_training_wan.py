@@ -1,11 +1,12 @@
 """Three `cohort train` processes and the RPC node, each behind its own emulated internet link (support.wan:
 one-way delay, loss, rate): training proceeds, replicas stay bit-identical, and no client leaves an epoch,
 is dropped, or retries its way out. The first runs with verification on (5% of results, the packaged
-example's rate): a check's fetch of a trainer's sampled parts never fails an honest trainer, nobody is
-reported or convicted, and the checks' traffic does not make a round's results late (check fetches take
-the fetcher's background slots and are served behind results). Over these lossy paths a check's ~2.3 MB
-come at QUIC's loss-bound rate and most checks finish after their epoch or their trainer's window: they
-lapse, as events (check_lapsed, check_skipped), never as reports."""
+example's rate): every check that starts passes (its parts fetched, retried part by part, over the lanes'
+connections, its weights held while it runs), nobody is reported or convicted, and the checks' traffic does
+not make a round's results late (check fetches take the fetcher's background slots and are served behind
+results). Over these lossy paths a check's ~1 MB come at QUIC's loss-bound rate (6-12 s at 40 ms, 20-25 s
+at 120 ms): one that outlasts its epoch (20 s here) passes all the same, as a `check_lapsed` event with its
+verdict (a failure found then could no longer be reported: a real run's Cooldown lasts as long as a check)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,27 @@ PROFILES = {
     "continental": Link(delay_ms=40, rate_mbit=50, loss=0.01),
     "intercontinental": Link(delay_ms=120, rate_mbit=20, loss=0.01),
 }
+
+
+def check_keys(trainers: list, kind: str) -> set[tuple[str, int, int, bool]]:
+    return {
+        (t.name, e["step"], e["trainer"], e.get("dispute", False))
+        for t in trainers
+        for e in t.events(kind)
+    }
+
+
+def check_verdicts(trainers: list) -> dict[tuple[str, int, int, bool], str]:
+    """Each check's outcome: passed (in its epoch, or after it: check_lapsed), or what else it came to."""
+    out: dict[tuple[str, int, int, bool], str] = {}
+    for t in trainers:
+        for kind in ("checked", "check_failed", "check_skipped", "check_lapsed"):
+            for e in t.events(kind):
+                verdict = (
+                    e.get("verdict", "passed") if kind in ("checked", "check_lapsed") else kind
+                )
+                out[(t.name, e["step"], e["trainer"], e.get("dispute", False))] = verdict
+    return out
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILES))
@@ -52,12 +74,16 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
             assert len(ends) == 3 and len(set(ends)) == 1, (epoch, ends)
         trained = {e["step"] for t in trainers for e in t.events("trained")}
         assert len(trained) >= 8, trained  # two epochs of four or more steps (one flush round each)
-        # verification over the same links: no check failed, nobody was reported or convicted
-        verdicts = {
-            kind: [e for t in trainers for e in t.events(kind)]
-            for kind in ("checked", "check_failed", "check_reported")
-        }
-        assert not verdicts["check_failed"] and not verdicts["check_reported"], verdicts
+        # verification over the same links: every check begun so far ends, and passes; nobody was reported
+        started = check_keys(trainers, "check_started")
+        await lr.wait_for(
+            lambda r: started <= set(check_verdicts(trainers)),
+            60,
+            "the verdicts of the checks begun",
+        )
+        verdicts = check_verdicts(trainers)
+        assert started and all(verdicts[k] == "passed" for k in started), verdicts
+        assert not [e for t in trainers for e in t.events("check_reported")]
         run = await lr.wait_for(lambda r: True, 10, "the run")
         states = [c.state for t in trainers if (c := run.client(t.wallet.pubkey())) is not None]
         assert "Convicted" not in states, states

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from .manifest import Manifest
 
 HASH_BYTES = 32
+# A directory (a member's committed state) a peer reads from stays this long past its last read, even once its
+# round is collected: a check fetches a state's parts one after another over a slow link for longer than the
+# few rounds the state is kept for. At most MAX_HELD directories are kept so: a peer that reads every state we
+# serve keeps no more than that on our disk.
+HOLD_SECONDS = 30.0
+MAX_HELD = 8
 
 
 def blob_hash(data: bytes | bytearray | memoryview) -> bytes:
@@ -107,6 +113,9 @@ class BlobStore:
 
     def __init__(self) -> None:
         self._blobs: dict[bytes, _Entry] = {}
+        self._held: dict[
+            Path, float
+        ] = {}  # directory -> until when a read keeps it (time.monotonic)
 
     def put(
         self, data: bytes, round: int, *, own_copies: int | None = None, patience: float = 0.0
@@ -146,6 +155,10 @@ class BlobStore:
             raise ValueError(f"round must be a non-negative int, got {round!r}")
         h = blob_hash(data := manifest.encode())
         self.put_verified(h, data, round)
+        if (
+            self._blobs[h].owned is None
+        ):  # a read of the manifest holds the directory, as one of a part does
+            self._blobs[h].owned = root
         for ref in manifest.chunk_refs():
             entry = self._blobs.get(ref.hash)
             if entry is not None and (entry.data is not None or entry.round > round):
@@ -184,8 +197,18 @@ class BlobStore:
         return entry.data
 
     def gc(self, before_round: int) -> int:
-        """Drop blobs of rounds older than `before_round`; returns how many were dropped."""
-        old = [h for h, entry in self._blobs.items() if entry.round < before_round]
+        """Drop blobs of rounds older than `before_round` but those of a directory read in the last HOLD_SECONDS
+        (the MAX_HELD read last); returns how many were dropped."""
+        now = time.monotonic()
+        recent = sorted(
+            ((until, root) for root, until in self._held.items() if until > now), reverse=True
+        )
+        self._held = {root: until for until, root in recent[:MAX_HELD]}
+        old = [
+            h
+            for h, entry in self._blobs.items()
+            if entry.round < before_round and (entry.owned is None or entry.owned not in self._held)
+        ]
         released = {self._blobs.pop(h).owned for h in old} - {None}
         for root in released - {entry.owned for entry in self._blobs.values()}:
             assert root is not None
@@ -215,9 +238,12 @@ class BlobStore:
         if entry is None:
             return None
         try:
-            return BlobReader(entry)
+            reader = BlobReader(entry)
         except FileNotFoundError:
             return None
+        if entry.owned is not None:  # a check is reading this state: keep it a while (HOLD_SECONDS)
+            self._held[entry.owned] = time.monotonic() + HOLD_SECONDS
+        return reader
 
     async def read_blob(self, blob: bytes, offset: int, size: int) -> bytes:
         entry = self._blobs[blob]

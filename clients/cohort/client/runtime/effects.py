@@ -542,6 +542,9 @@ class Effects:
         background job (our own jobs go first; worker.py). The weights the replay starts from are held while
         the check runs: over a slow link its fetch outlasts the steps the replica keeps them for."""
         trainer = await self.c.trainer_ready
+        self.c.events.emit(
+            "check_started", step=action.step, trainer=action.trainer, dispute=action.dispute
+        )
         with trainer.holding(action.step):
             await self._run_check(action, trainer)
 

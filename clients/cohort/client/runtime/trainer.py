@@ -111,9 +111,12 @@ def open_dataset(spec: TrainingSpec, split: str = "train") -> DataProvider:
 # A check that started within the window holds its step's snapshot until it ends (`holding`): in a fast run
 # over slow links, its fetch outlasts these steps.
 KEPT_SNAPSHOTS = 11
-# our own committed states stay on disk for the blob store to serve and collect (it keeps fewer); past this
-# many steps the replica removes any it still finds
+# our own committed states stay on disk for the blob store to serve and collect: it keeps each for its round
+# plus KEPT_STATES - KEPT_FOR_CHECKS - 1 (runtime/effects.py STATE_EXTRA_ROUNDS)
 KEPT_STATES = 16
+# the replica removes its committed states only past this many steps: before that the blob store decides, which
+# keeps a state a check is still reading past KEPT_STATES (blob_store.HOLD_SECONDS, at most MAX_HELD of them)
+STATE_BACKSTOP = 4 * KEPT_STATES
 
 
 @dataclass
@@ -136,8 +139,8 @@ class ColdStart:
 
 class CommittedStates:
     """A replica's own committed states on disk, in `folder`: each in a directory named by its step and
-    commitment (a step trained again never overwrites files a server may be reading), the last KEPT_STATES
-    steps kept (the blob store, which serves them, usually collects them sooner)."""
+    commitment (a step trained again never overwrites files a server may be reading), the last STATE_BACKSTOP
+    steps kept (the blob store, which serves them, collects them sooner unless a check is still reading)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -155,7 +158,7 @@ class CommittedStates:
         else:
             partial.replace(path)
         self._steps.setdefault(step, []).append(path)
-        for old in [s for s in self._steps if s <= step - KEPT_STATES]:
+        for old in [s for s in self._steps if s <= step - STATE_BACKSTOP]:
             for stale in self._steps.pop(old):
                 shutil.rmtree(stale, ignore_errors=True)
         return replace(written, root=path)

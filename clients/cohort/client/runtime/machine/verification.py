@@ -86,11 +86,11 @@ class Verification(MachineState):
 
     def _on_checked(self, event: Checked) -> list[Action]:
         fields = {"step": event.step, "trainer": event.trainer, "reason": event.reason[:200]}
+        if event.dispute:
+            fields["dispute"] = True
         if event.epoch != self.epoch:  # its epoch ended first: a report could no longer land
             verdict = "passed" if event.passed else (event.failure or "not run")
             return [Emit("check_lapsed", {**fields, "epoch": event.epoch, "verdict": verdict})]
-        if event.dispute:
-            fields["dispute"] = True
         if event.passed:
             if (
                 event.dispute
