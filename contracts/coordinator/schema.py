@@ -256,7 +256,13 @@ RunConfig = S(
         U16,
         "epochs a convicted wallet and its node key are barred from after the conviction's: 1..MAX_BAN_EPOCHS",
     ),
-    F("_pad", Bytes(4)),
+    F(
+        "check_rate_kib",
+        U16,
+        "KiB/s every member must serve its committed states at: a check's fetch is given the bytes it asks at this "
+        "rate (plus a slack) before its trainer is reported: 16..65535",
+    ),
+    F("_pad", Bytes(2)),
     doc="64 bytes: a create transaction packs config, model and metadata into one packet with no byte to spare.",
 )
 RunMetadata = S(

@@ -469,6 +469,7 @@ CONFIG_RULES = [
     ({"pipeline_depth": 5}, "pipeline_depth must be 2..4"),
     ({"conviction_ban_epochs": 0}, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)"),
     ({"conviction_ban_epochs": 10_001}, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)"),
+    ({"check_rate_kib": 15}, "check_rate_kib must be 16..65535 (KiB/s)"),
 ]  # fmt: skip
 
 

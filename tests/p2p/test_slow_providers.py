@@ -74,6 +74,22 @@ async def test_a_dripping_provider_is_dropped_at_the_size_scaled_deadline(provid
         FetchPolicy(min_rate=0)
 
 
+async def test_a_callers_own_rate_sets_the_deadline(providers):
+    """A check follows its run's declared rate (check_rate_kib), not the fetcher's default: a provider serving
+    at 10 B/s fails a fetch held to the policy's 50 kB/s and passes one held to 8 B/s."""
+    data = os.urandom(20)
+    client, (drip,) = await providers(dripping(data))
+    fetcher = BlobFetcher(
+        client, BlobStore(), FetchPolicy(progress_timeout=1.0, min_rate=50_000, deadline_slack=0.5)
+    )
+    async with asyncio.timeout(15):
+        with pytest.raises(BlobFetchError, match="50000 B/s minimum"):
+            await fetcher.fetch(blob_hash(data), [drip])
+        assert await fetcher.fetch(blob_hash(data), [drip], min_rate=8) == data
+        with pytest.raises(ValueError, match="min_rate"):
+            await fetcher.fetch(blob_hash(data), [drip], min_rate=0)
+
+
 @pytest.mark.parametrize("whole", [True, False], ids=["whole", "in-parts"])
 async def test_a_dripping_provider_is_hedged_and_the_fetch_ends_near_the_honest_time(
     providers, whole

@@ -65,6 +65,7 @@ def make_config(clients: int, **overrides: Any) -> dict[str, Any]:
         verification_percent=0,
         pipeline_depth=2,
         conviction_ban_epochs=4,
+        check_rate_kib=256,
     )
     config.update(overrides)
     return config

@@ -79,6 +79,8 @@ class RunConfig:
     pipeline_depth: int = 2  # step s trains on the weights after step s - pipeline_depth (2..4)
     # epochs a convicted wallet and its node key sit out after the conviction's (1..MAX_BAN_EPOCHS)
     conviction_ban_epochs: int = 4
+    # KiB/s every member must serve its committed states at: a check's fetch deadline follows it (16..65535)
+    check_rate_kib: int = 256
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,11 @@ class _Terms:
     progress: Progress | None
     background: bool = False
     lane: int = 0  # the connection a blob fetched whole comes on
+    min_rate: float | None = None  # the caller's rate a provider must average (None: the policy's)
+
+    def body_deadline(self, policy: FetchPolicy, size: int) -> float:
+        rate = policy.min_rate if self.min_rate is None else self.min_rate
+        return policy.deadline_slack + size / rate
 
 
 class _Received:
@@ -210,9 +215,11 @@ class BlobFetcher:
         expected_size: int | None = None,
         progress: Progress | None = None,
         background: bool = False,
+        min_rate: float | None = None,
     ) -> bytes:
         """The verified bytes of `blob`, kept in the store for `round` when a round is given. A `background`
-        fetch (bulk that no round waits for) takes one of the fewer background slots."""
+        fetch (bulk that no round waits for) takes one of the fewer background slots. `min_rate`: the bytes
+        per second a provider must average (the policy's by default; a check follows its run's rate)."""
         return (
             await self.fetch_detailed(
                 blob,
@@ -222,6 +229,7 @@ class BlobFetcher:
                 expected_size=expected_size,
                 progress=progress,
                 background=background,
+                min_rate=min_rate,
             )
         ).data
 
@@ -235,6 +243,7 @@ class BlobFetcher:
         expected_size: int | None = None,
         progress: Progress | None = None,
         background: bool = False,
+        min_rate: float | None = None,
     ) -> Fetched:
         """Like `fetch`, and says which provider delivered and which attempts failed."""
         check_hash(blob)
@@ -246,7 +255,9 @@ class BlobFetcher:
         lane = 0
         if background and self.policy.parts(expected_size) is None:
             lane, self._next_lane = self._next_lane, (self._next_lane + 1) % self.policy.lanes
-        terms = _Terms(limit, expected_size, progress, background, lane)
+        if min_rate is not None and min_rate <= 0:
+            raise ValueError("min_rate must be positive")
+        terms = _Terms(limit, expected_size, progress, background, lane, min_rate)
         for peer in providers:
             if not isinstance(peer, PeerAddress):
                 raise TypeError("providers are PeerAddress values")
@@ -358,15 +369,11 @@ class BlobFetcher:
         parts = self.policy.parts(terms.expected)
         if parts is None:
             hasher = hashlib.sha256()  # hashed as it arrives, while the next chunk is in flight
-            _, data = await self._fetch_part(
-                peer, blob, None, terms.lane, terms.limit, received, hasher
-            )
+            _, data = await self._fetch_part(peer, blob, None, terms.lane, terms, received, hasher)
             digest = hasher.digest()
         else:
             tasks = [
-                asyncio.create_task(
-                    self._fetch_part(peer, blob, part, lane, terms.limit, received, None)
-                )
+                asyncio.create_task(self._fetch_part(peer, blob, part, lane, terms, received, None))
                 for lane, part in enumerate(parts)
             ]
             try:
@@ -394,7 +401,7 @@ class BlobFetcher:
         blob: bytes,
         part: tuple[int, int] | None,
         lane: int,
-        limit: int,
+        terms: _Terms,
         received: _Received,
         hasher,
     ) -> tuple[int, bytes]:
@@ -411,12 +418,14 @@ class BlobFetcher:
             try:
                 header = await self._read_exactly(reply, LENGTH_PREFIX.size, deadline)
                 (size,) = LENGTH_PREFIX.unpack(header)
-                if size > limit:
-                    raise _BadProvider(f"announces {size} bytes, more than the {limit} allowed")
+                if size > terms.limit:
+                    raise _BadProvider(
+                        f"announces {size} bytes, more than the {terms.limit} allowed"
+                    )
                 received.size = size  # parts that disagree are refused at the end
                 start, length = part if part is not None else (0, size)
                 want = max(0, min(size, start + length) - min(size, start))
-                deadline = loop.time() + policy.body_deadline(want)
+                deadline = loop.time() + terms.body_deadline(policy, want)
                 chunks: list[bytes] = []
                 while got < want:
                     chunk = await self._read_chunk(reply, min(READ_CHUNK, want - got), deadline)
@@ -438,7 +447,7 @@ class BlobFetcher:
                     ) from None
                 raise _BadProvider(
                     f"too slow: {got} of {want} bytes by the deadline"
-                    f" ({policy.min_rate:g} B/s minimum)"
+                    f" ({terms.min_rate or policy.min_rate:g} B/s minimum)"
                 ) from None
         return size, b"".join(chunks)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 from solders.keypair import Keypair
 
 from cohort.sdk.errors import CohortError, InsufficientFunds, ProgramError
+from cohort.sdk.models import Run, RunConfig
 
 from ..p2p import BlobFetchError, Manifest, NodeId, PeerAddress
 from ..verify.sample import PartsOnDisk, sample_seed
@@ -72,10 +73,9 @@ EVAL_SEQUENCES = 32  # validation sequences per evaluation (the same ones on eve
 # a failed check opens (its seed is out by the round of s + 6 or so: CHECK_SEED_LAG 4, DISPUTE_SEED_LAG 3)
 KEPT_FOR_CHECKS = 10
 # A check's fetch of a trainer's committed states: the two manifests, then the parts its sample reads (the
-# sign plane and a few bands), given time in proportion to the bytes asked at the rate every member must
-# sustain (the fetcher's own minimum), and PART_TRIES tries per part before the trainer is reported.
+# sign plane and a few bands), given time in proportion to the bytes asked at the rate every member of the run
+# must sustain (its config's check_rate_kib), and PART_TRIES tries per part before the trainer is reported.
 MANIFEST_DEADLINE = 30.0
-CHECK_RATE = 256 << 10  # bytes per second a member serves its committed parts at, at least
 CHECK_SLACK = 30.0
 CHECK_PARALLEL = (
     2  # parts fetched at once from the trainer (each must keep up with the fetcher's minimum rate)
@@ -98,6 +98,12 @@ STATE_HELD_FOR = KEPT_FOR_CHECKS + STATE_EXTRA_ROUNDS - 1
 CHECKPOINT_RETRY = (
     1.0  # seconds between a joiner's checkpoint fetches while its peers may not have let it in
 )
+
+
+def check_rate(run: Run | None) -> float:
+    """Bytes per second a trainer must serve a check's parts at: its run's check_rate_kib."""
+    kib = run.config.check_rate_kib if run is not None else RunConfig.check_rate_kib
+    return float(kib << 10)
 
 
 class Timed:
@@ -661,6 +667,7 @@ class Effects:
         loss recovery, not the link, bounds a fetch; a small one comes whole (stripes of it would cost more
         requests than they save)."""
         node = self.c.node
+        rate = check_rate(self.c.latest)
         queue = list(reversed(wanted))
         largest = max((min(sizes.get(h, PART_SIZE), PART_SIZE) for h in wanted), default=PART_SIZE)
         parallel = max(CHECK_PARALLEL, CHECK_IN_FLIGHT // max(largest, 1))
@@ -673,7 +680,8 @@ class Effects:
                         size = sizes.get(h)  # a size past the cap is the fetch's to refuse
                         striped = size is not None and CHECK_STRIPE_MIN <= size <= PART_SIZE
                         data = await node.fetch_blob(h, holder, max_size=PART_SIZE, background=background,
-                                                     expected_size=size if striped else None)  # fmt: skip
+                                                     expected_size=size if striped else None,
+                                                     min_rate=rate)  # fmt: skip
                         parts.add(h, data)
                         break
                     except BlobFetchError:
@@ -683,7 +691,7 @@ class Effects:
 
         try:
             asked = sum(min(sizes.get(h, PART_SIZE), PART_SIZE) for h in wanted)
-            async with asyncio.timeout(CHECK_SLACK + asked / CHECK_RATE):
+            async with asyncio.timeout(CHECK_SLACK + asked / rate):
                 async with asyncio.TaskGroup() as group:
                     for _ in range(parallel):
                         group.create_task(worker())

@@ -79,6 +79,9 @@ uint64_t coord_check_config(const RunConfig *c, const char **why) {
   /* at least one: a convicted wallet must not be back in the very next epoch (a ban of none costs nothing) */
   if (c->conviction_ban_epochs == 0 || c->conviction_ban_epochs > COORD_MAX_BAN_EPOCHS)
     FAIL(ERR_CONFIG_INVALID, "conviction_ban_epochs must be 1..MAX_BAN_EPOCHS (10000)");
+  /* a rate every member can sustain (a home uplink serves tens of Mbit/s); below 16 KiB/s a check of a large
+     state would take hours, and its step's weights would be long gone */
+  if (c->check_rate_kib < 16) FAIL(ERR_CONFIG_INVALID, "check_rate_kib must be 16..65535 (KiB/s)");
   /* padding is zero: an argument has one encoding, and stored bytes are equal exactly when values are */
   if (!bytes_are_zero(c->_pad, sizeof(c->_pad))) FAIL(ERR_NON_CANONICAL, "padding bytes (_pad) must be zero");
   return SUCCESS;

@@ -198,7 +198,8 @@ typedef struct {
   uint8_t verification_percent;
   uint8_t pipeline_depth;
   uint16_t conviction_ban_epochs;
-  uint8_t _pad[4];
+  uint16_t check_rate_kib;
+  uint8_t _pad[2];
 } RunConfig;
 SOL_STATIC_ASSERT(sizeof(RunConfig) == 64, "RunConfig layout");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, warmup_time) == 0, "RunConfig.warmup_time");
@@ -219,7 +220,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, max_share_ratio) == 55, "RunConf
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, verification_percent) == 56, "RunConfig.verification_percent");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, pipeline_depth) == 57, "RunConfig.pipeline_depth");
 SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, conviction_ban_epochs) == 58, "RunConfig.conviction_ban_epochs");
-SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 60, "RunConfig._pad");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, check_rate_kib) == 60, "RunConfig.check_rate_kib");
+SOL_STATIC_ASSERT(__builtin_offsetof(RunConfig, _pad) == 62, "RunConfig._pad");
 
 typedef struct {
   uint8_t name[COORD_NAME_LEN];

@@ -225,6 +225,7 @@ class RunConfig:
     verification_percent: int  # share of trainers' steps that verifiers replay and check: 0..100 (0 = none)
     pipeline_depth: int  # step s trains on the weights after step s - pipeline_depth: 2..4; deeper hides slower links behind compute
     conviction_ban_epochs: int  # epochs a convicted wallet and its node key are barred from after the conviction's: 1..MAX_BAN_EPOCHS
+    check_rate_kib: int  # KiB/s every member must serve its committed states at: a check's fetch is given the bytes it asks at this rate (plus a slack) before its trainer is reported: 16..65535
 
     SIZE: ClassVar[int] = 64
 
@@ -249,7 +250,8 @@ class RunConfig:
                 _e.u8(self.verification_percent, "RunConfig.verification_percent"),
                 _e.u8(self.pipeline_depth, "RunConfig.pipeline_depth"),
                 _e.u16(self.conviction_ban_epochs, "RunConfig.conviction_ban_epochs"),
-                bytes(4),
+                _e.u16(self.check_rate_kib, "RunConfig.check_rate_kib"),
+                bytes(2),
             )
         )
 
