@@ -407,12 +407,19 @@ class _Parts:
     """A node's fetch that holds some parts and fails the rest (the P2P boundary a check's fetch stands on)."""
 
     def __init__(self, held: dict[bytes, bytes]) -> None:
-        self.held, self.asked, self.sizes = held, [], []
+        self.held, self.asked, self.sizes, self.rates = held, [], [], []
 
     async def fetch(
-        self, blob: bytes, providers, max_size: int, expected_size=None, background=False
+        self,
+        blob: bytes,
+        providers,
+        max_size: int,
+        expected_size=None,
+        background=False,
+        min_rate=None,
     ) -> bytes:
         assert background  # a check's parts never take the slots a round's results need
+        self.rates.append(min_rate)
         self.asked.append(blob)
         self.sizes.append(expected_size)
         if blob not in self.held:
@@ -431,11 +438,16 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
 
     from cohort.client.p2p import BlobFetchError
     from cohort.client.runtime.effects import PART_TRIES, Effects
+    from cohort.client.runtime.machine import Check
     from cohort.client.verify.sample import PartsOnDisk
+    from cohort.sdk.models import RunConfig
 
     held = {bytes([i]) * 32: bytes([i]) * 100 for i in range(5)}
     fetcher = _Parts(held)
-    effects = Effects(SimpleNamespace(node=SimpleNamespace(fetch_blob=fetcher.fetch)))
+    events = []
+    run = SimpleNamespace(config=SimpleNamespace(check_rate_kib=64))  # the run's declared rate
+    effects = Effects(SimpleNamespace(node=SimpleNamespace(fetch_blob=fetcher.fetch), latest=run,
+                                      events=SimpleNamespace(emit=lambda kind, **f: events.append((kind, f)))))  # fmt: skip
     parts = PartsOnDisk.unique(tmp_path, "check-3-1")
     other = PartsOnDisk.unique(
         tmp_path, "check-3-1"
@@ -448,6 +460,7 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     sizes[big] = 256 << 10  # (the stub does not hold it to that size)
     await effects._fetch_parts(list(held), sizes, [], parts)
     assert dict(parts) == held and sorted(fetcher.asked) == sorted(held)
+    assert set(fetcher.rates) == {64 << 10} and RunConfig.check_rate_kib == 256
     # a large part comes striped (its size given), small ones whole
     assert sorted(fetcher.sizes, key=str) == [256 << 10] + [None] * 4
     parts.close()
@@ -457,8 +470,12 @@ async def test_a_checks_parts_are_fetched_with_retries_and_a_missing_one_fails_p
     with pytest.raises(
         BlobFetchError
     ):  # the caller reports StateNotDelivered: a plain error, not a group
-        await effects._fetch_parts([*held, missing], sizes, [], parts)
+        await effects._fetch_parts(
+            [*held, missing], sizes, [], parts, check=Check(0, 3, 1, b"", b"", 0)
+        )
     assert fetcher.asked.count(missing) == PART_TRIES
+    retries = [f for kind, f in events if kind == "check_retry"]
+    assert [(f["step"], f["trainer"], f["attempt"]) for f in retries] == [(3, 1, 1), (3, 1, 2)]
     parts.close()
     assert not (tmp_path / "b.parts").exists()
 

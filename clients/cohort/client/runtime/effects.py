@@ -611,7 +611,7 @@ class Effects:
         parts = PartsOnDisk.unique(folder, f"check-{action.step}-{action.trainer}")
         try:
             try:
-                await self._fetch_parts(wanted, sizes, holder, parts, background=bulk)
+                await self._fetch_parts(wanted, sizes, holder, parts, background=bulk, check=action)
             except (BlobFetchError, OSError, TimeoutError) as e:
                 return done(
                     False,
@@ -659,13 +659,14 @@ class Effects:
         parts: PartsOnDisk,
         *,
         background: bool = True,
+        check: Check | None = None,
     ) -> None:
         """Fetch the parts a check reads into `parts`, `CHECK_IN_FLIGHT` bytes' worth at a time (at least
         `CHECK_PARALLEL` parts), each tried `PART_TRIES` times, within a deadline that follows the bytes asked
         (TimeoutError past it; BlobFetchError when a part fails every try). A large part's size is known from
         its manifest, so it comes striped over the fetcher's lanes: over a lossy long link one connection's
         loss recovery, not the link, bounds a fetch; a small one comes whole (stripes of it would cost more
-        requests than they save)."""
+        requests than they save). Each retry is a `check_retry` event (of `check`)."""
         node = self.c.node
         rate = check_rate(self.c.latest)
         queue = list(reversed(wanted))
@@ -684,9 +685,12 @@ class Effects:
                                                      min_rate=rate)  # fmt: skip
                         parts.add(h, data)
                         break
-                    except BlobFetchError:
+                    except BlobFetchError as e:
                         if attempt == PART_TRIES - 1:
                             raise
+                        if check is not None:
+                            self.c.events.emit("check_retry", step=check.step, trainer=check.trainer,
+                                               part=h.hex()[:16], attempt=attempt + 1, error=str(e)[:200])  # fmt: skip
                         await asyncio.sleep(PART_RETRY_PAUSE)
 
         try:
