@@ -41,7 +41,8 @@ CONSTANTS: dict[str, int] = {
     # CheckSeed.healthy (verifiers are drawn from the members healthy when a seed was revealed),
     # FailedCheck.replay; 9 = RunConfig.conviction_ban_epochs, RegistryEntry.banned_until (bans outlive the epoch);
     # 10 = measured work: Client.delivered, EpochState.decided_rounds, RegistryEntry.proven_share;
-    # 11 = Run.cooldown_seeds (Cooldown reveals the seeds that check the epoch's last steps)
+    # 11 = Run.cooldown_seeds (Cooldown reveals the seeds that check the epoch's last steps), RunConfig.check_rate_kib,
+    # Client.refuted_claims
     "MAX_BAN_EPOCHS": 10_000,  # the longest ban a run may set (conviction_ban_epochs)
     "MAX_CLIENTS": 256,
     "MAX_WITNESSES": 32,
@@ -302,7 +303,13 @@ Client = S(
         "its weight in each round's batch, in quarters of the median member's (set at Warmup: its "
         "declared throughput's, capped at its registry entry's proven_share, MEDIAN_SHARE if none)",
     ),
-    F("_pad2", U16),
+    F(
+        "refuted_claims",
+        U8,
+        "its non-delivery claims of this epoch a dispute's committee refuted: one, and it may claim non-delivery "
+        "no more this epoch (a coalition cannot keep the dispute slots and committees busy for free)",
+    ),
+    F("_pad2", U8),
     F(
         "delivered",
         U32,
@@ -1142,6 +1149,10 @@ ERRORS = (
     Error(
         "Banned",
         "This wallet, or the node key it joins with, was convicted in this run and is barred until a later epoch",
+    ),
+    Error(
+        "ClaimsSpent",
+        "A dispute refuted this verifier's non-delivery claim this epoch: it may claim non-delivery no more",
     ),
 )
 

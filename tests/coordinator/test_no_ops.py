@@ -95,7 +95,7 @@ def test_non_zero_padding_is_refused(chain, where):
 def test_non_zero_config_padding_is_refused(chain):
     authority, run = open_run(chain, CONFIG)
     chain.call("set_paused", authority, run, {"paused": True})
-    config = CONFIG | {"_pad": bytes(3) + b"\x01"}
+    config = CONFIG | {"_pad": bytes(1) + b"\x01"}
     progress = chain.state(run)["progress"]
     failure = chain.failure(
         "update_config", authority, run, {"config": config, "progress": progress}

@@ -532,7 +532,9 @@ def test_a_majority_of_the_committee_convicts(chain, core):
 
 def test_a_refuted_dispute_convicts_only_the_replay_claims(chain, core):
     """The verifier that claimed a replay mismatch is convicted (the committee replayed the very bytes); the
-    one that claimed non-delivery is not (a trainer may serve the committee and withhold from it alone)."""
+    one that claimed non-delivery is not (a trainer may serve the committee and withhold from it alone), but
+    it may claim non-delivery no more this epoch: a coalition cannot keep the dispute slots and committees
+    busy for free."""
     run, members, step = dispute_epoch(chain, core)
     trainer = 1
     liar, cut_off, _ = open_dispute(
@@ -567,6 +569,15 @@ def test_a_refuted_dispute_convicts_only_the_replay_claims(chain, core):
         refused(chain, run, members[cut_off], step, trainer, "StateNotDelivered")
         == "DuplicateReport"
     )
+    assert chain.state(run)["clients"][cut_off]["refuted_claims"] == 1
+    # another check it verifies: a non-delivery claim is refused, a replay claim still taken
+    step2, trainer2 = next((s, t) for s in range(step, step + 4) for t in range(MANY)
+                           if t not in (cut_off, trainer) and cut_off in check_plan(chain, core, run, s, t))  # fmt: skip
+    assert (
+        refused(chain, run, members[cut_off], step2, trainer2, "ResultNotDelivered")
+        == "ClaimsSpent"
+    )
+    report(chain, run, members[cut_off], step2, trainer2, "StateMismatch")
 
 
 def test_a_dispute_without_a_majority_lapses(chain, core):

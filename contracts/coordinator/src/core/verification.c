@@ -290,7 +290,7 @@ static uint64_t report_dispute(Run *run, const CoordEnv *env, uint64_t me, Dispu
   }
   emit_closed(run, env, dispute, DISPUTE_OUTCOME_REFUTED);
   disputes_changed(run);
-  uint8_t replay = dispute->replay;
+  uint8_t replay = dispute->replay, reporters = dispute->reporters;
   sol_memset(dispute, 0, sizeof(Dispute));
   uint64_t seed;
   uint16_t verifiers[COORD_MAX_VERIFIERS];
@@ -298,7 +298,12 @@ static uint64_t report_dispute(Run *run, const CoordEnv *env, uint64_t me, Dispu
   if (coord_check_seed(run, args->step, &seed) == SUCCESS)
     count = coord_check_plan(run, args->step, seed, args->trainer, verifiers);
   for (uint64_t k = 0; k < count; k++) {
-    if (!(replay >> k & 1) || run->clients[verifiers[k]].state == CLIENT_STATE_CONVICTED) continue;
+    if (!(reporters >> k & 1) || run->clients[verifiers[k]].state == CLIENT_STATE_CONVICTED) continue;
+    if (!(replay >> k & 1)) { /* a non-delivery claim: not false for sure, but its reporter claims no more */
+      Client *reporter = &run->clients[verifiers[k]];
+      if (reporter->refuted_claims < 255) reporter->refuted_claims++;
+      continue;
+    }
     Conviction conviction = {verifiers[k], CONVICTION_REASON_FALSE_REPORT, args->step, 0};
     (void)coord_convict(run, env, &conviction);
   }
@@ -342,6 +347,8 @@ uint64_t coord_report_check(Run *run, const CoordEnv *env, const SolPubkey *sign
   FailedCheck *tally = find_tally(run, args->step, args->trainer);
   bool opened = tally == NULL || tally->step != args->step || tally->trainer != args->trainer;
   if (!opened && (tally->reporters >> slot & 1)) return ERR_DUPLICATE_REPORT;
+  /* a refuted non-delivery claim costs its reporter the right to claim non-delivery for the rest of the epoch */
+  if (!replay_claim(args->reason) && run->clients[me].refuted_claims > 0) return ERR_CLAIMS_SPENT;
   uint8_t reporters = (uint8_t)((opened ? 0 : tally->reporters) | 1u << slot);
   uint64_t reports = popcount8(reporters);
   /* the report that makes the majority opens the dispute, once (the tally stays, so nobody reports twice) */

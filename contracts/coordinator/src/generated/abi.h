@@ -257,7 +257,8 @@ typedef struct {
   uint32_t exited_height;
   uint8_t weights_vote[32];
   uint16_t share;
-  uint16_t _pad2;
+  uint8_t refuted_claims;
+  uint8_t _pad2;
   uint32_t delivered;
 } Client;
 SOL_STATIC_ASSERT(sizeof(Client) == 112, "Client layout");
@@ -269,7 +270,8 @@ SOL_STATIC_ASSERT(__builtin_offsetof(Client, registry_index) == 66, "Client.regi
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, exited_height) == 68, "Client.exited_height");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, weights_vote) == 72, "Client.weights_vote");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, share) == 104, "Client.share");
-SOL_STATIC_ASSERT(__builtin_offsetof(Client, _pad2) == 106, "Client._pad2");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, refuted_claims) == 106, "Client.refuted_claims");
+SOL_STATIC_ASSERT(__builtin_offsetof(Client, _pad2) == 107, "Client._pad2");
 SOL_STATIC_ASSERT(__builtin_offsetof(Client, delivered) == 108, "Client.delivered");
 
 typedef struct {
@@ -1069,3 +1071,4 @@ static const SolPubkey COORD_ED25519_PROGRAM_ID = {{0x03, 0x7d, 0x46, 0xd6, 0x7c
 #define ERR_DISPUTES_FULL 6057
 #define ERR_DISPUTE_PENDING 6058
 #define ERR_BANNED 6059
+#define ERR_CLAIMS_SPENT 6060
