@@ -82,7 +82,10 @@ async def test_three_clients_train_through_emulated_links(make_bed, tmp_path: Pa
             "the verdicts of the checks begun",
         )
         verdicts = check_verdicts(trainers)
-        assert started and all(verdicts[k] == "passed" for k in started), verdicts
+        assert all(verdicts[k] == "passed" for k in started), verdicts
+        # at 40 ms two epochs hold ~40 steps, so 5% draws a check (no draw: ~0.2%); at 120 ms they hold ~16, and
+        # one run in eight or so draws none at all
+        assert started or profile == "intercontinental", verdicts
         assert not [e for t in trainers for e in t.events("check_reported")]
         run = await lr.wait_for(lambda r: True, 10, "the run")
         states = [c.state for t in trainers if (c := run.client(t.wallet.pubkey())) is not None]
