@@ -89,6 +89,8 @@ async def test_a_cheat_that_runs_from_its_check_is_convicted_and_keeps_nothing(t
         # barred for the run's ban (its registry entry keeps the record), and it earned nothing
         entry = next(e for e in end.registry if e.signer == cheat.wallet.pubkey())
         assert entry.banned_until > epoch and entry.earned == 0, entry
+        # the members' checkpoints stay under the run's root, not in the user's cache
+        assert all(any((lr.root / f"{t.name}-checkpoints").rglob("config.json")) for t in honest)
 
 
 async def test_three_kinds_of_cheat_at_once_are_all_convicted(tmp_path: Path):

@@ -355,6 +355,10 @@ class LocalRun:
                 name, keypair, path, self.root / f"{name}.events.jsonl", self.root / f"{name}.log"
             )
             self.trainers.append(trainer)
+        chosen = {
+            *self.env,
+            *(env or {}),
+        }  # the environment the caller set (not this process's own)
         env = {**os.environ, "COHORT_CLUSTER": self.http_url, "COHORT_WS_URL": self.ws_url,
                "COHORT_WALLET": str(path), "COHORT_PROGRAM_ID": str(self.program_id),
                "COHORT_ANCHORFILE": str(self.root / "Anchorfile.toml"),
@@ -363,6 +367,13 @@ class LocalRun:
                **(env or {})}  # fmt: skip
         (self.root / "Anchorfile.toml").touch()
         bind = ("--bind", f"{self.placement.address(name)}:0") if self.placement is not None else ()
+        # a member's checkpoints and check scratch stay under the run's root (removed with it), not in the
+        # user's cache, unless the caller chose a directory or a home of its own for them
+        own = (
+            "--checkpoint-dir" in (*extra, *self.trainer_args)
+            or {"HOME", "XDG_CACHE_HOME"} & chosen
+        )
+        checkpoints = () if own else ("--checkpoint-dir", str(self.root / f"{name}-checkpoints"))
         argv = [
             "train",
             "--run",
@@ -370,6 +381,7 @@ class LocalRun:
             "--logs",
             "none",
             *bind,
+            *checkpoints,
             *self.trainer_args,
             *extra,
         ]
