@@ -64,3 +64,7 @@ def test_clear_and_a_rank_keep_what_is_held(tmp_path: Path):
     snaps.release(1)
     snaps.clear()
     assert files(tmp_path / "rank0") == [] and snaps.steps == []
+    snaps.take(3, weights(3))
+    with snaps.holding(3) as held, snaps.holding(9) as gone:
+        assert held and not gone and snaps.held() == (3,)
+    assert snaps.held() == ()

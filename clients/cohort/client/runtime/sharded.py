@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -836,16 +836,10 @@ class ShardedReplica:
         """Whether the ranks hold the weights a check of `step` replays from (we trained that step ourselves)."""
         return step in self._rank.snapshots
 
-    @contextmanager
-    def holding(self, step: int) -> Iterator[bool]:
+    def holding(self, step: int) -> AbstractContextManager[bool]:
         """Keep the ranks' rows of `step`'s start while a check of it runs: held on rank 0, and every op that
         may drop snapshots (train, start_epoch) tells each rank which steps are held."""
-        held = self._rank.snapshots.hold(step)
-        try:
-            yield held
-        finally:
-            if held:
-                self._rank.snapshots.release(step)
+        return self._rank.snapshots.holding(step)
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

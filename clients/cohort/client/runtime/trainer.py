@@ -14,9 +14,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -295,15 +295,9 @@ class LocalReplica:
         """Whether we hold the weights a check of `step` replays from (we trained that step ourselves)."""
         return step in self.snapshots
 
-    @contextmanager
-    def holding(self, step: int) -> Iterator[bool]:
+    def holding(self, step: int) -> AbstractContextManager[bool]:
         """Keep the weights of `step`'s start while a check of it runs (WeightSnapshots.hold)."""
-        held = self.snapshots.hold(step)
-        try:
-            yield held
-        finally:
-            if held:
-                self.snapshots.release(step)
+        return self.snapshots.holding(step)
 
     def verify_step(self, step: int, published: bytes, previous: bytes, seed: bytes, state_before: bytes,
                     before_parts: Mapping[bytes, bytes], state_after: bytes,

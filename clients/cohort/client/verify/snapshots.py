@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -70,6 +71,16 @@ class WeightSnapshots:
     def held(self) -> tuple[int, ...]:
         with self._lock:
             return tuple(self._held)
+
+    @contextmanager
+    def holding(self, step: int) -> Iterator[bool]:
+        """`hold` for as long as the context lasts; yields whether `step` is held."""
+        held = self.hold(step)
+        try:
+            yield held
+        finally:
+            if held:
+                self.release(step)
 
     def path(self, step: int) -> Path:
         return self.root / f"weights-{step}.bin"
