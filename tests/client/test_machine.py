@@ -31,6 +31,7 @@ from cohort.client.runtime.machine import (
     PrepareEpoch,
     ReadRecords,
     RecordsRead,
+    ReleaseState,
     ReportCheck,
     ReportEquivocation,
     ResultFailed,
@@ -1333,3 +1334,25 @@ def test_the_step_after_an_undecided_step_is_checked(core):
 def test_without_verification_nothing_is_checked(core):
     d = Driver(core, clients=4)
     assert not of(applied_through_step_3(d), Check)
+
+
+def test_our_committed_states_no_drawn_check_can_read_are_released_once_the_seeds_are_out(core):
+    """A check of step s reads the trainer's states of s - 1 and s: once the seeds of s and s + 1 drew no check
+    of ours, our state of s is released (the blob store removes it at the next collect), not kept its rounds;
+    a state a drawn check may read (and a dispute replay) stays."""
+
+    def releases(percent: int) -> tuple[list[int], dict[int, bool]]:
+        d = Driver(core, clients=4, verification_percent=percent)
+        out = applied_through_step_3(d)
+        for step in (4, 5, 6, 7):
+            out += next_decided_round(d, step)
+        data = bytes(d.host.state)
+        drawn = {s: bool(core.check_plan(data, s, seed, d.me))
+                 for s in range(1, 8) if (seed := core.check_seed(data, s)) is not None}  # fmt: skip
+        return sorted(r.step for r in of(out, ReleaseState)), drawn
+
+    released, drawn = releases(1)
+    expected = [s for s in drawn if s + 1 in drawn and not drawn[s] and not drawn[s + 1]]
+    assert len(drawn) >= 4 and released == expected and released
+    released, drawn = releases(100)  # every result is checked: every state may be read
+    assert released == [] and all(drawn.values())

@@ -106,3 +106,31 @@ def test_a_directory_being_read_outlives_its_round_a_while(tmp_path, monkeypatch
     )
     later(monkeypatch, 2 * blob_store.HOLD_SECONDS + 1)
     assert store.gc(2) == blobs and not any(tmp_path.glob("s*"))
+
+
+def test_a_released_directory_goes_at_the_next_gc_but_what_others_still_list_or_a_reader_holds(
+    tmp_path,
+):
+    """A trainer's committed state no check can read any more is released: the next gc removes it whatever
+    its round, but not a part another served directory lists (an equal part: zero momentum) nor a directory a
+    check is reading right now; releasing twice, or a hash that is no directory, does nothing."""
+    same = b"z" * PART
+    first = _directory(tmp_path / "one", {"a.bin": same, "b.bin": b"one"})
+    second = _directory(tmp_path / "two", {"a.bin": b"two" * 2000, "b.bin": same})
+    third = _directory(tmp_path / "three", {"a.bin": b"three" * 1000})
+    store = BlobStore()
+    h1 = store.put_directory(tmp_path / "one", first, round=10)
+    h2 = store.put_directory(tmp_path / "two", second, round=11)  # now serves the shared part
+    h3 = store.put_directory(tmp_path / "three", third, round=12)
+    store.release_directory(h2)
+    store.release_directory(h2)
+    store.release_directory(hashlib.sha256(b"not a directory").digest())
+    shared = hashlib.sha256(same).digest()
+    # the second's manifest and its own parts go; the shared part stays (the first lists it), and with it
+    # the second's directory, which holds its file
+    assert store.gc(0) == 3 and store.get(shared) == same and store.get(h2) is None
+    assert (tmp_path / "two" / "b.bin").exists() and store.get(h1) == first.encode()
+    store.open_reader(h3).close()  # a check is reading the third
+    store.release_directory(h3)
+    assert store.gc(0) == 0 and store.get(h3) == third.encode()
+    assert store.gc(12) == 3 and not (tmp_path / "one").exists() and not (tmp_path / "two").exists()

@@ -116,6 +116,9 @@ class BlobStore:
         self._held: dict[
             Path, float
         ] = {}  # directory -> until when a read keeps it (time.monotonic)
+        self._directories: dict[
+            bytes, Manifest
+        ] = {}  # manifest hash -> the directory it serves, until released
 
     def put(
         self, data: bytes, round: int, *, own_copies: int | None = None, patience: float = 0.0
@@ -170,10 +173,25 @@ class BlobStore:
             # removes the older directory (its round collected, or its owner pruning it) cuts nothing
             self._blobs[ref.hash] = _Entry(None, round, path=root / manifest.files[ref.file_index].name,
                                            size=ref.size, offset=ref.offset, owned=root)  # fmt: skip
+        self._directories[h] = manifest
         held = {e.owned for e in self._blobs.values()}
         if root not in held:
             shutil.rmtree(root, ignore_errors=True)  # every part was held already
         return h
+
+    def release_directory(self, manifest_hash: bytes) -> None:
+        """Nobody will ask for the directory served under `manifest_hash` any more (e.g. a committed state no
+        check can still read): its manifest and parts go at the next `gc`, whatever their round, but for a
+        check reading it now (HOLD_SECONDS) and the parts another directory still served lists too."""
+        if self._directories.pop(manifest_hash, None) is None:
+            return  # not a directory, or released already
+        entry = self._blobs.get(manifest_hash)
+        if entry is None or entry.owned is None:
+            return
+        listed = {ref.hash for m in self._directories.values() for ref in m.chunk_refs()}
+        for h, e in self._blobs.items():
+            if e.owned == entry.owned and h not in listed:
+                e.round = -1
 
     def in_background(self, blob: bytes) -> bool:
         """Whether serving `blob` yields to the rest of its connection: the parts of a directory (a member's
@@ -210,6 +228,8 @@ class BlobStore:
             if entry.round < before_round and (entry.owned is None or entry.owned not in self._held)
         ]
         released = {self._blobs.pop(h).owned for h in old} - {None}
+        for h in [h for h in self._directories if h not in self._blobs]:
+            del self._directories[h]
         for root in released - {entry.owned for entry in self._blobs.values()}:
             assert root is not None
             shutil.rmtree(

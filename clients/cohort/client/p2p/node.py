@@ -156,6 +156,10 @@ class P2PNode:
         returns its manifest hash."""
         return self.store.put_directory(root, manifest, round)
 
+    def release_directory(self, manifest_hash: bytes) -> None:
+        """Stop serving a directory kept by `keep_directory` at the next `collect` (see BlobStore)."""
+        self.store.release_directory(manifest_hash)
+
     def collect(self, before_round: int) -> int:
         """Forget the blobs kept for rounds before `before_round`; returns how many went."""
         return self.store.gc(before_round)

@@ -42,6 +42,7 @@ from .machine import (
     Publish,
     ReadRecords,
     RecordsRead,
+    ReleaseState,
     ReportCheck,
     ReportEquivocation,
     SaveCheckpoint,
@@ -129,6 +130,9 @@ class Effects:
         self.tasks: set[asyncio.Task] = set()
         self.payloads: dict[bytes, bytes] = {}  # our own results until published
         self.own: dict[int, bytes] = {}  # step -> our result's commitment (recent steps)
+        self.own_states: dict[
+            int, bytes
+        ] = {}  # step -> the manifest hash of our committed state, while served
         self.addresses: dict[int, Any] = {}  # epoch index -> PeerAddress of this epoch's members
         self.last_loss: tuple[float, int, float] | None = (
             None  # loss, tokens, seconds of our last step
@@ -176,6 +180,9 @@ class Effects:
                 self._report_equivocation(action)
             case Check():
                 self.spawn(self._check(action), "check")
+            case ReleaseState():
+                if (manifest := self.own_states.pop(action.step, None)) is not None:
+                    self.c.node.release_directory(manifest)  # removed at the next apply's collect
             case ReportCheck():
                 self._report_check(action)
             case Tick():
@@ -390,9 +397,11 @@ class Effects:
         ):  # the run verifies: our state after this step, served from disk under its hash
             # kept as long as the replica keeps it (KEPT_STATES steps), well past its results: a check of it may
             # start late behind slow links and busy verifiers, and it costs disk, not memory
-            c.node.keep_directory(
+            self.own_states[action.step] = c.node.keep_directory(
                 out.state.root, out.state.manifest, action.step + STATE_EXTRA_ROUNDS
             )
+            for old in [s for s in self.own_states if s <= action.step - KEPT_STATES]:
+                del self.own_states[old]  # collected by its round by now
         self.own[action.step] = commitment
         for old in [s for s in self.own if s < action.step - 8]:
             del self.own[old]

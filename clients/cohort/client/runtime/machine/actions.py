@@ -124,6 +124,14 @@ class Check:
 
 
 @dataclass(frozen=True)
+class ReleaseState:
+    """No check can read our committed state of `step` any more: the seeds of `step` and `step + 1` drew no
+    check of ours (a check of step s reads the states of s - 1 and s), so no dispute can either."""
+
+    step: int
+
+
+@dataclass(frozen=True)
 class ReportCheck:
     step: int
     trainer: int
@@ -175,7 +183,7 @@ class Finish:
 
 
 Action = (Join | PrepareEpoch | AnnounceReady | WarmupWitness | Train | Publish | Fetch | FetchList | ServeList
-          | Apply | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Check | ReportCheck | Tick
+          | Apply | SubmitWitness | ReadRecords | HealthCheck | ReportEquivocation | Check | ReleaseState | ReportCheck | Tick
           | SaveCheckpoint | VoteWeights | LeaveEpoch | Allow | Emit | Finish)  # fmt: skip
 
 

@@ -70,6 +70,8 @@ class MachineState:
             int, tuple[tuple[int, bytes], ...]
         ] = {}  # step -> the entries we applied
         self.checks_planned: set[int] = set()  # steps whose checks we looked up
+        # step -> whether its seed drew a check of our result of it (False: not drawn, or we had no result)
+        self.own_drawn: dict[int, bool] = {}
         # (step, trainer) of the disputes whose committee we read
         self.disputes_planned: set[tuple[int, int]] = set()
         # step -> the results we held (trainer -> commitment) of a step whose round ended undecided: the
@@ -141,6 +143,7 @@ class MachineState:
         self.drift_checked.clear()
         self.applied_lists.clear()
         self.checks_planned.clear()
+        self.own_drawn.clear()
         self.disputes_planned.clear()
         self.undecided_held.clear()
         self.unreported.clear()

@@ -6,6 +6,7 @@ from .actions import (
     Action,
     Check,
     Emit,
+    ReleaseState,
     ReportCheck,
 )
 from .events import (
@@ -34,13 +35,34 @@ class Verification(MachineState):
             self.checks_planned.add(step)
             previous = self._committed_before(step)
             for trainer, commitment in self.applied_lists[step]:
-                if trainer == self.index or trainer not in previous:
+                if trainer == self.index:
+                    self.own_drawn[step] = bool(
+                        self.core.check_plan(view.run.data[8:], step, seed, trainer)
+                    )
+                    continue
+                if trainer not in previous:
                     continue  # its first step of the epoch: its earlier state was never committed to us
                 if self.index in self.core.check_plan(view.run.data[8:], step, seed, trainer):
                     out.append(
                         Check(self.epoch, step, trainer, commitment, previous[trainer], seed)
                     )
+            self.own_drawn.setdefault(step, False)  # no result of ours applied: nothing to check
+            out += self._releases(step)
         return out + self._dispute_checks()
+
+    def _releases(self, step: int) -> list[Action]:
+        """Our committed states no check can read any more, once `step`'s seed is out: a check of step s reads
+        our states of s - 1 and s, and a dispute replays only a check that was drawn. The rest stay for the
+        blob store's rounds (KEPT_STATES), which also covers the steps whose next round was never decided."""
+        drawn = self.own_drawn
+        out: list[Action] = [
+            ReleaseState(s)
+            for s in (step - 1, step)
+            if s in drawn and s + 1 in drawn and not drawn[s] and not drawn[s + 1]
+        ]
+        for old in [s for s in drawn if s < step - 1]:  # seeds come in order: these were decided on
+            del drawn[old]
+        return out
 
     def _committed_before(self, step: int) -> dict[int, bytes]:
         """trainer -> its result of step - 1 we hold: the decided one, or, when that step's round ended
