@@ -1,6 +1,6 @@
 """Where a member's step goes, as multiples of its forward/backward: lookahead, generate (clip, error
-feedback, DCT, top-k), encode, apply of 4 results, the per-round checksum, and the state commitment
-(written to disk and hashed) when the run verifies.
+feedback, DCT, top-k), encode, apply of 4 results, the per-round checksum, the weights digest (sha256 of every
+weight, once an epoch) and the state commitment (written to disk and hashed) when the run verifies.
 
     .venv/bin/python benchmarks/client/step_parts.py                       # 100M and 400M, 8 x 256 tokens
     .venv/bin/python benchmarks/client/step_parts.py --sizes 400m --sequences 16
@@ -26,7 +26,7 @@ from memory import SEQ, SHAPES, VOCAB
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from cohort.client.distro import BatchId, Constant, DistroConfig, DistroOptimizer
-from cohort.client.model import lm_loss, weights_checksum
+from cohort.client.model import lm_loss, parameter_digest, weights_checksum
 from cohort.client.verify.state import write_state
 
 
@@ -66,6 +66,7 @@ def measure(size: str, sequences: int, steps: int) -> dict[str, float]:
             received = [optimizer.codec.decode(p) for p in (payload, *others)]
             timed("apply (4 results)", optimizer.apply, step, received)
             timed("checksum", weights_checksum, model)
+            timed("digest", parameter_digest, model)
             timed("state commitment", write_state, optimizer, step, Path(scratch) / "state.bin")
     return best
 

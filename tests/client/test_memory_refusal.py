@@ -51,6 +51,36 @@ def test_a_model_that_fits_passes_and_one_that_does_not_is_refused(run_file):
     assert check_memory(spec, config, "demo", _options(memory_limit=0.001, synthetic=True)) is None
 
 
+def test_a_disk_that_cannot_hold_what_a_member_keeps_is_refused(run_file, monkeypatch, tmp_path):
+    """The free space under the checkpoint directory against sizing's disk estimate (checkpoints, and with
+    verification the weight snapshots and committed states): one line, its own exit code."""
+    import dataclasses
+
+    from cohort.client.runtime import disk
+
+    spec = training_spec(run_file.metadata, run_file.model)
+    config = dataclasses.replace(run_file.config, verification_percent=5)
+    options = _options(checkpoint_dir=tmp_path / "not-yet" / "made")
+    estimate = disk.check_disk(spec, config, "demo", options)
+    assert estimate is not None and 0 < estimate.checkpoints < estimate.snapshots
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda path: shutil_usage(estimate.total - 1))
+    with pytest.raises(ClientRefused) as refused:
+        disk.check_disk(spec, config, "demo", options)
+    message = str(refused.value)
+    assert refused.value.code == ExitCode.TOO_LITTLE_DISK and "\n" not in message
+    assert f"{tmp_path} has " in message and "weight snapshots for checks" in message
+    assert "--checkpoint-dir" in message
+    unverified = dataclasses.replace(config, verification_percent=0)
+    assert disk.check_disk(spec, unverified, "demo", options) is not None  # checkpoints alone fit
+    assert disk.check_disk(spec, config, "demo", _options(synthetic=True)) is None
+
+
+def shutil_usage(free: int):
+    import shutil
+
+    return shutil._ntuple_diskusage(free * 2, free, free)
+
+
 def test_a_refusal_names_the_micro_batch_that_would_fit(run_file):
     spec, config = training_spec(run_file.metadata, run_file.model), run_file.config
     whole, one = run_estimate(spec, config), run_estimate(spec, config, 1)

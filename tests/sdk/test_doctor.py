@@ -42,7 +42,7 @@ def test_a_machine_that_can_join_exits_zero(workspace, doctor_run, tmp_path):
     assert "ms median" in checks["rpc"]["detail"] and "llama-20m" in checks["run"]["detail"]
     assert (
         "needs about" in checks["memory"]["detail"]
-        and "checkpoints need about" in checks["disk"]["detail"]
+        and "a member keeps on disk about" in checks["disk"]["detail"]
     )
     assert (
         checks["p2p"]["status"] == "warn" and "loopback only" in checks["p2p"]["detail"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from cohort.sdk import sizing
 from cohort.sdk.cli import cli
 from cohort.sdk.cli_run import _memory_line
 from cohort.sdk.coordinator_core import CoordinatorCore
@@ -24,6 +25,7 @@ from cohort.sdk.sizing import (
     DISTRO_WORKING_CAP,
     MAX_MEMBER_BYTES,
     default_micro_batch_size,
+    estimate_disk,
     estimate_memory,
     parameter_count,
     run_estimate,
@@ -160,6 +162,8 @@ def test_run_create_says_what_a_member_needs():
         run_file, config=dataclasses.replace(run_file.config, verification_percent=0)
     )
     assert "verification off" in _memory_line(unverified)
+    assert "on disk about" in line and "weight snapshots for checks" in line
+    assert "(checkpoints)" in _memory_line(unverified)
     v3 = dataclasses.replace(run_file, model=dataclasses.replace(run_file.model, architecture="HfDeepseek",
                                                                   preset="deepseek-v3"))  # fmt: skip
     assert "no single member can hold this" in _memory_line(v3)
@@ -197,3 +201,23 @@ def test_lean_memory_and_sharded_ranks_are_sized_as_they_run():
     assert "each of a member's 8 ranks" in eight.summary() and eight.to_json()["ranks"] == 8
     with pytest.raises(ValueError, match="ranks"):
         estimate_memory(spec, micro_batch_size=1, verification=False, ranks=0)
+
+
+def test_the_disk_a_member_keeps_follows_the_client_and_the_runs_verification():
+    """sizing cannot import the client (it loads torch): its disk constants are held equal to the client's
+    here; a state a check is drawn on (its step's or the next one's) is kept its full window."""
+    from cohort.client.runtime import trainer, weights
+
+    assert (
+        sizing.SNAPSHOTS_KEPT == trainer.KEPT_SNAPSHOTS
+        and sizing.STATES_KEPT == trainer.KEPT_STATES
+    )
+    assert sizing.CHECKPOINTS_KEPT == weights.KEEP_LAST + 1  # and one fetched as a joiner
+    assert sizing.STATES_PENDING == CoordinatorCore().idl.constants["CHECK_SEED_LAG"] + 2
+    n = 1_000_000
+    off, few, all_ = (estimate_disk(n, p) for p in (0, 5, 100))
+    assert off.total == 3 * 4 * n and off.snapshots == off.states == 0
+    assert few.snapshots == 11 * 4 * n and few.states == int((6 + 2) * 4.25 * n)
+    assert all_.states == int(16 * 4.25 * n) and all_.total > few.total > off.total
+    with pytest.raises(ValueError):
+        estimate_disk(n, 101)

@@ -114,23 +114,28 @@ def _stakes_joiner(settings: Settings, run_address: Pubkey) -> Pubkey:
 def _memory_json(run_file: RunFile) -> dict[str, Any] | None:
     """_memory_line's figures for --json (None when the preset's memory is not known)."""
     from .presets import training_spec
-    from .sizing import run_estimate
+    from .sizing import estimate_disk, run_estimate
 
     estimate = run_estimate(training_spec(run_file.metadata, run_file.model), run_file.config)
-    return None if estimate is None else {**estimate.to_json(), "untrainable": estimate.untrainable}
+    if estimate is None:
+        return None
+    disk = estimate_disk(estimate.parameters, run_file.config.verification_percent)
+    return {**estimate.to_json(), "untrainable": estimate.untrainable, "disk": disk.to_json()}
 
 
 def _memory_line(run_file: RunFile) -> str:
-    """What one member needs for the run (sizing.py), and whether any single member can hold it."""
+    """What one member needs for the run (sizing.py): memory, and whether any single member can hold it, and
+    disk."""
     from .presets import training_spec
-    from .sizing import run_estimate
+    from .sizing import estimate_disk, run_estimate
 
     spec = training_spec(run_file.metadata, run_file.model)
     estimate = run_estimate(spec, run_file.config)
     if estimate is None:
         return f"a member's memory is not known for preset {spec.preset!r} ({spec.architecture})"
     mark = estimate.untrainable
-    return estimate.summary() + (f"; {mark}" if mark else "")
+    disk = estimate_disk(estimate.parameters, run_file.config.verification_percent)
+    return estimate.summary() + f"; {disk.summary()}" + (f"; {mark}" if mark else "")
 
 
 @run_group.command()

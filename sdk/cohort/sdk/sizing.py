@@ -254,6 +254,59 @@ class MemoryEstimate:
                 "bytes_per_param": round(self.bytes_per_param, 3)}  # fmt: skip
 
 
+# What a member keeps on disk, as the client keeps it (tests/sdk/test_sizing.py holds these equal to the
+# client's own constants): its last checkpoints (fp32 weights: the last two epoch ends and one fetched as a
+# joiner); and while the run verifies results, the weights at the start of each step a check may still replay
+# (KEPT_SNAPSHOTS, any member may be drawn to verify any step) and its own committed states (fp32 momentum and
+# the 2-bit sign plane a parameter), each until the seeds that could draw a check of it are out (the step's
+# and the next one's, ~CHECK_SEED_LAG + 2 steps), and for KEPT_STATES steps when a check was drawn on it.
+CHECKPOINTS_KEPT = 3
+SNAPSHOTS_KEPT = 11
+STATES_KEPT = 16
+STATES_PENDING = 6
+STATE_BYTES_PER_PARAM = 4.25
+
+
+@dataclass(frozen=True)
+class DiskEstimate:
+    """The bytes one member keeps on disk for a run, by part (the whole member, all its ranks)."""
+
+    parameters: int
+    checkpoints: int
+    snapshots: int  # 0 when the run does not verify results
+    states: int  # 0 when the run does not verify results
+
+    @property
+    def total(self) -> int:
+        return self.checkpoints + self.snapshots + self.states
+
+    def summary(self) -> str:
+        if not self.snapshots:
+            return f"on disk about {format_bytes(self.total)} (checkpoints)"
+        return (f"on disk about {format_bytes(self.total)} (checkpoints {format_bytes(self.checkpoints)}, "
+                f"weight snapshots for checks {format_bytes(self.snapshots)}, committed states "
+                f"{format_bytes(self.states)})")  # fmt: skip
+
+    def to_json(self) -> dict[str, int]:
+        return {"checkpoints": self.checkpoints, "snapshots": self.snapshots, "states": self.states,
+                "total": self.total}  # fmt: skip
+
+
+def estimate_disk(parameters: int, verification_percent: int) -> DiskEstimate:
+    """What a member of a model of `parameters` keeps on disk in a run that checks `verification_percent` %
+    of the trainers' steps: a state is drawn on with its step's check or the next one's (about twice the
+    rate), and then kept its full window."""
+    if not 0 <= verification_percent <= 100:
+        raise ValueError(f"verification_percent must be 0..100, got {verification_percent}")
+    weights = parameters * BYTES_PER_PARAM["weights"]
+    if not verification_percent:
+        return DiskEstimate(parameters, int(CHECKPOINTS_KEPT * weights), 0, 0)
+    drawn = min(1.0, 2 * verification_percent / 100)
+    states = min(STATES_KEPT, STATES_PENDING + math.ceil(drawn * STATES_KEPT))
+    return DiskEstimate(parameters, int(CHECKPOINTS_KEPT * weights), int(SNAPSHOTS_KEPT * weights),
+                        int(states * parameters * STATE_BYTES_PER_PARAM))  # fmt: skip
+
+
 def activation_bytes(
     shape: Shape, vocab: int, seq: int, sequences: int, checkpointed: bool = False
 ) -> int:

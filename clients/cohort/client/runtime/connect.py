@@ -27,6 +27,7 @@ from cohort.sdk.rpc import Rpc
 from cohort.sdk.wallet import load_keypair
 
 from ..p2p import Announcement, NodeKey, P2PNode
+from .disk import check_disk
 from .events import Events
 from .exchange import Exchange
 from .launch import member_ranks
@@ -116,6 +117,7 @@ async def connect(o: ClientOptions, events: Events, stack: contextlib.AsyncExitS
     check_memory(
         spec, run.config, run.run_id, o, member_ranks()
     )  # before anything is built, joined or sent
+    check_disk(spec, run.config, run.run_id, o)
     return ChainLink(wallet, core, rpc, chain, run, spec, time_offset)
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -30,8 +28,6 @@ from .options import ClientOptions, ClientRefused, ExitCode
 RPC_TIMEOUT = 5.0  # seconds for each RPC request the doctor makes
 RPC_PINGS = 3  # requests timed for the latency
 RELAY_WAIT = 5.0  # seconds for the P2P node to reach a relay it was given
-CHECKPOINT_BYTES_PER_PARAM = 4  # a checkpoint holds fp32 weights
-KEPT_CHECKPOINTS = 3  # the last two epoch ends (weights.KEEP_LAST) and one fetched as a joiner
 
 
 @dataclass(frozen=True)
@@ -266,24 +262,21 @@ async def _p2p(o: ClientOptions) -> Check:
 
 
 def _disk(o: ClientOptions, found: Findings) -> Check:
-    from cohort.sdk.sizing import format_bytes, parameter_count
+    from cohort.sdk.sizing import format_bytes
 
-    root = (
-        o.checkpoint_dir
-        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cohort"
-    )
-    existing = next((p for p in (root, *root.parents) if p.exists()), Path("/"))
-    free = shutil.disk_usage(existing).free
+    from .disk import check_disk, free_space, member_root
+
+    free, existing = free_space(member_root(o))
     where = f"{format_bytes(free)} free at {existing}"
-    params = parameter_count(found.spec) if found.spec is not None else None
-    if params is None:
+    if found.run is None or found.spec is None:
         return Check("disk", "ok", where)
-    need = params * CHECKPOINT_BYTES_PER_PARAM * KEPT_CHECKPOINTS
-    if free < need:
-        return Check("disk", "fail", f"{where}; checkpoints need about {format_bytes(need)} "
-                                     f"({KEPT_CHECKPOINTS} of {format_bytes(need // KEPT_CHECKPOINTS)}; "
-                                     "--checkpoint-dir elsewhere)", int(ExitCode.ERROR))  # fmt: skip
-    return Check("disk", "ok", f"{where}; checkpoints need about {format_bytes(need)}")
+    try:
+        estimate = check_disk(found.spec, found.run.config, found.run.run_id, o)
+    except ClientRefused as refusal:
+        return Check("disk", "fail", str(refusal), int(refusal.code))
+    return Check(
+        "disk", "ok", where if estimate is None else f"{where}; a member keeps {estimate.summary()}"
+    )
 
 
 @click.command("doctor")

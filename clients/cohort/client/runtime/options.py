@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     DATA_UNAVAILABLE = 9  # the run's model or data cannot be built or read here
     VERSION_MISMATCH = 10  # Psyche's code: the supervisor should update the client
     TOO_LITTLE_MEMORY = 11  # the device cannot hold the run's model with these settings
+    TOO_LITTLE_DISK = 12  # the disk under the checkpoint directory cannot hold what a member keeps
 
 
 class ClientRefused(Exception):
