@@ -152,6 +152,12 @@ def main() -> None:
     parser.add_argument("--epoch-seconds", type=int, default=900, help="the epoch, warmup included")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the member")
     parser.add_argument(
+        "--verification-percent",
+        type=int,
+        default=0,
+        help="the run's verification_percent (0..100)",
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep the run's files here (default: a temporary directory)"
     )
     args = parser.parse_args()

@@ -217,7 +217,9 @@ def test_the_disk_a_member_keeps_follows_the_client_and_the_runs_verification():
     n = 1_000_000
     off, few, all_ = (estimate_disk(n, p) for p in (0, 5, 100))
     assert off.total == 3 * 4 * n and off.snapshots == off.states == 0
-    assert few.snapshots == 11 * 4 * n and few.states == int((6 + 2) * 4.25 * n)
+    assert few.snapshots == 11 * 4 * n and few.states == int(
+        (6 + 6) * 4.25 * n
+    )  # 1.6 drawn + 3 sigma
     assert all_.states == int(16 * 4.25 * n) and all_.total > few.total > off.total
     with pytest.raises(ValueError):
         estimate_disk(n, 101)
