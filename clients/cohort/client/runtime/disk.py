@@ -16,11 +16,14 @@ from cohort.sdk.sizing import DiskEstimate, estimate_disk, format_bytes, paramet
 from .options import ClientOptions, ClientRefused, ExitCode
 
 
+def cache_root() -> Path:
+    """The user's cache folder of cohort: members' checkpoints and scratch live under it by default."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cohort"
+
+
 def member_root(options: ClientOptions) -> Path:
     """Where a member writes its checkpoints and what verification keeps (default: the user's cache)."""
-    if options.checkpoint_dir is not None:
-        return options.checkpoint_dir
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cohort"
+    return options.checkpoint_dir if options.checkpoint_dir is not None else cache_root()
 
 
 def free_space(root: Path) -> tuple[int, Path]:

@@ -23,6 +23,7 @@ from ..checkpoint import (
     fetch_checkpoint,
 )
 from ..p2p import FetchProgress, FetchProgressCallback, P2PNode, PeerAddress
+from .disk import cache_root
 from .worker import ModelWorker
 
 if TYPE_CHECKING:
@@ -54,8 +55,7 @@ def progress_events(events: Any, every: float = PROGRESS_EVERY) -> FetchProgress
 
 
 def default_root(run_address: str, node_id: str) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "cohort" / "checkpoints" / run_address / node_id
+    return cache_root() / "checkpoints" / run_address / node_id
 
 
 class CheckpointShelf:
